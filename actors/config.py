@@ -1,0 +1,133 @@
+"""The resolved scenario: plain dataclasses the runtime reads.
+
+`experiments.scenario` parses and validates YAML into these; the runtime (actors/) never sees raw YAML.
+Every default here is the default a scenario file gets when it leaves the key out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+DIMENSIONS = ("publish_msgs_per_s", "publish_bytes_per_s", "dispatch_msgs_per_s", "dispatch_bytes_per_s")
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    name: str = "pip82-steal"
+    params: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReportingSpec:
+    threshold_pct: float = 10.0
+    force_every: int = 5
+    report_demand: bool = False
+    compress: bool = False
+    hmac_key: str | None = None  # cluster key; reports are signed and checked when set
+
+
+@dataclass(frozen=True)
+class CleanupSpec:
+    stale_after_rounds: int = 10
+    max_report_age_rounds: float = 2.0
+    membership: bool = True
+    session_timeout_rounds: int = 3  # membership: a broker silent this long is declared dead
+
+
+@dataclass(frozen=True)
+class BurstSpec:
+    """Gilbert-Elliott loss: a two-state chain per link; `loss` applies in the good state."""
+
+    p_enter: float = 0.05  # good -> bad, per message
+    p_exit: float = 0.3  # bad -> good, per message
+    loss_bad: float = 0.8
+
+
+@dataclass(frozen=True)
+class ChannelSpec:
+    loss: float = 0.0
+    burst: BurstSpec | None = None
+    delay_rounds: float = 0.0
+    jitter_rounds: float = 0.0
+    duplicate: float = 0.0
+    reorder: float = 0.0
+    partitions: tuple[tuple[str, ...], ...] = ()
+    shards: int = 1
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A rate over rounds. kind: constant | ramp | sine | poisson | trace; params as in the scenario file."""
+
+    kind: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    group: str
+    msgs_per_s: Profile
+    topics: int = 1
+    msg_bytes: float = 1000.0
+
+
+@dataclass(frozen=True)
+class BrokerSpec:
+    name: str
+    workload: tuple[WorkloadSpec, ...] = ()
+    join_at: int = 0
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    name: str
+    quota: dict[str, float]  # dimension -> rate per second; a negative value means unlimited
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    """One scenario event. kind: join | leave | crash | restart | demand | quota | channel | clock_skew.
+
+    `target` is the broker (join, leave, crash, restart, demand, clock_skew) or the group (quota), '' for
+    channel; `params` holds the rest as written (demand: group, msgs_per_s; quota: dimension -> rate;
+    channel: ChannelSpec keys; clock_skew: offset_s).
+    """
+
+    at: int
+    kind: str
+    target: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RealtimeSpec:
+    jitter_pct: float = 5.0  # timer jitter, percent of interval_s
+    clock_offset_s: float = 0.0  # max absolute offset of each broker's clock, drawn per broker
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    groups: tuple[GroupSpec, ...]
+    brokers: tuple[BrokerSpec, ...]
+    seed: int = 0
+    rounds: int = 60
+    interval_s: float = 1.0
+    mode: str = "lockstep"  # lockstep | realtime
+    backend: str = "local"  # local | ray
+    policy: PolicySpec = field(default_factory=PolicySpec)
+    reporting: ReportingSpec = field(default_factory=ReportingSpec)
+    cleanup: CleanupSpec = field(default_factory=CleanupSpec)
+    channel: ChannelSpec = field(default_factory=ChannelSpec)
+    events: tuple[EventSpec, ...] = ()
+    realtime: RealtimeSpec = field(default_factory=RealtimeSpec)
+    brokers_per_actor: int = 1  # ray backend: logical brokers hosted by one actor
+
+    def dimensions(self) -> tuple[str, ...]:
+        """Quota dimensions used by any group, in the canonical order of DIMENSIONS."""
+        used = {dim for group in self.groups for dim in group.quota}
+        return tuple(dim for dim in DIMENSIONS if dim in used)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,50 @@
+"""The `quotalab` command: one subcommand per module, each registering itself with `register(subparsers)`.
+
+A user mistake (bad scenario, missing run directory) raises `UserError`; it is printed as one line and the
+command exits with status 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS = ("experiments.run", "experiments.report.command", "experiments.sweep.command", "experiments.demo")
+
+
+class UserError(Exception):
+    """A mistake in what the user gave us: reported as one line, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="quotalab",
+        description="Cooperative quota allocation across brokers: run experiments, sweep parameters, report.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module_name in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as missing:
+            if missing.name and missing.name.startswith("experiments"):
+                continue  # a subcommand not built yet
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args) or 0
+    except UserError as error:
+        print(f"quotalab {args.command}: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"quotalab {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Where the runtime's objects live: in this process (`local`) or as Ray actors (`ray`).
+
+Both backends take the same plain classes and the same calls, so a driver is written once:
+`handle = backend.create(Cls, *args)`, `future = backend.call(handle, "method", *args)`,
+`values = backend.gather(futures)`. Locally a call runs at once and its "future" is its value.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class Backend(Protocol):
+    name: str
+
+    def create(self, cls: type, *args: Any) -> Any: ...
+
+    def call(self, handle: Any, method: str, *args: Any) -> Any: ...
+
+    def gather(self, futures: list[Any]) -> list[Any]: ...
+
+    def kill(self, handle: Any) -> None: ...
+
+
+class LocalBackend:
+    name = "local"
+
+    def create(self, cls: type, *args: Any) -> Any:
+        return cls(*args)
+
+    def call(self, handle: Any, method: str, *args: Any) -> Any:
+        return getattr(handle, method)(*args)
+
+    def gather(self, futures: list[Any]) -> list[Any]:
+        return list(futures)
+
+    def kill(self, handle: Any) -> None:
+        """A local object just stops being used."""
+
+
+class RayBackend:
+    """Actors need no CPU of their own (they mostly wait), so a dozen fit on two cores; SPREAD places
+    them over the nodes of a cluster."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None):
+        import ray
+
+        self._ray = ray
+        if not ray.is_initialized():
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+
+    def create(self, cls: type, *args: Any) -> Any:
+        actor_class = self._ray.remote(cls).options(num_cpus=0, scheduling_strategy="SPREAD")
+        return actor_class.remote(*args)
+
+    def call(self, handle: Any, method: str, *args: Any) -> Any:
+        return getattr(handle, method).remote(*args)
+
+    def gather(self, futures: list[Any]) -> list[Any]:
+        return self._ray.get(list(futures))
+
+    def kill(self, handle: Any) -> None:
+        self._ray.kill(handle, no_restart=True)
+
+
+def make_backend(name: str, address: str | None = None) -> Backend:
+    if name == "local":
+        return LocalBackend()
+    if name == "ray":
+        return RayBackend(address)
+    raise ValueError(f"backend: unknown {name!r} (known: local, ray)")

@@ -1,0 +1,146 @@
+"""Parquet telemetry written as a run goes: `rounds/`, `messages/`, `events/` parts and `manifest.json`.
+
+Rows are buffered and flushed as a new part file every `flush_every_rounds` rounds, so a crash loses at
+most the last batch; the manifest is rewritten atomically (write, then rename) at every flush.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROUNDS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("round", pa.int32()),
+        ("t_s", pa.float64()),
+        ("broker", pa.string()),
+        ("group", pa.string()),
+        ("dimension", pa.string()),
+        ("quota", pa.float64()),
+        ("limit", pa.float64()),
+        ("usage", pa.float64()),
+        ("demand", pa.float64()),
+        ("throttled_s", pa.float64()),
+        ("view_brokers", pa.int32()),
+        ("reported", pa.bool_()),
+        ("report_bytes", pa.float64()),
+        ("incarnation", pa.int32()),
+    ]
+)
+MESSAGES_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("round", pa.int32()),
+        ("t_s", pa.float64()),
+        ("broker", pa.string()),
+        ("bytes_published", pa.int64()),
+        ("bytes_delivered", pa.int64()),
+        ("reports_sent", pa.int32()),
+        ("reports_suppressed", pa.int32()),
+        ("deliveries_dropped", pa.int32()),
+        ("reports_rejected", pa.int32()),
+    ]
+)
+EVENTS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("round", pa.int32()),
+        ("t_s", pa.float64()),
+        ("kind", pa.string()),
+        ("target", pa.string()),
+        ("detail", pa.string()),
+    ]
+)
+SCHEMAS = {"rounds": ROUNDS_SCHEMA, "messages": MESSAGES_SCHEMA, "events": EVENTS_SCHEMA}
+
+
+def library_versions() -> dict[str, str]:
+    import msgpack
+
+    versions = {"python": platform.python_version(), "numpy": np.__version__, "pyarrow": pa.__version__}
+    versions["msgpack"] = ".".join(map(str, msgpack.version))
+    try:
+        import ray
+
+        versions["ray"] = ray.__version__
+    except ImportError:
+        pass
+    return versions
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class TelemetryWriter:
+    """Buffers rows per table and writes them as numbered Parquet parts under `run_dir`."""
+
+    def __init__(self, run_dir: Path, run_id: str, manifest: dict[str, Any], flush_every_rounds: int = 10):
+        self.run_dir = Path(run_dir)
+        self.run_id = run_id
+        self.flush_every_rounds = flush_every_rounds
+        self._buffers: dict[str, list[pa.Table]] = {name: [] for name in SCHEMAS}
+        self._parts = dict.fromkeys(SCHEMAS, 0)
+        self._rounds_since_flush = 0
+        self.manifest = {
+            "run_id": run_id,
+            **manifest,
+            "versions": library_versions(),
+            "started_at": _now_iso(),
+            "ended_at": None,
+            "status": "running",
+            "rounds_completed": 0,
+        }
+        for name in SCHEMAS:
+            (self.run_dir / name).mkdir(parents=True, exist_ok=True)
+        self._write_manifest()
+
+    def add(self, table: str, columns: dict[str, Any]) -> None:
+        """Buffer rows given as columns (arrays or lists) without `run_id`; it is added here."""
+        n_rows = len(next(iter(columns.values()))) if columns else 0
+        if n_rows == 0:
+            return
+        schema = SCHEMAS[table]
+        arrays = {"run_id": pa.array([self.run_id] * n_rows, pa.string()), **columns}
+        self._buffers[table].append(pa.table({f.name: pa.array(arrays[f.name], f.type) for f in schema}))
+
+    def end_round(self, round_index: int) -> None:
+        self.manifest["rounds_completed"] = round_index + 1
+        self._rounds_since_flush += 1
+        if self._rounds_since_flush >= self.flush_every_rounds:
+            self.flush()
+
+    def flush(self) -> None:
+        for name, tables in self._buffers.items():
+            if not tables:
+                continue
+            path = self.run_dir / name / f"part-{self._parts[name]:05d}.parquet"
+            pq.write_table(pa.concat_tables(tables), path)
+            self._parts[name] += 1
+            tables.clear()
+        self._rounds_since_flush = 0
+        self._write_manifest()
+
+    def close(self, status: str) -> None:
+        """Flush what is buffered and record how the run ended: complete, interrupted or failed."""
+        self.manifest["status"] = status
+        self.manifest["ended_at"] = _now_iso()
+        self.flush()
+        for name, schema in SCHEMAS.items():
+            if self._parts[name] == 0:  # an empty table still gets a readable part with its schema
+                pq.write_table(schema.empty_table(), self.run_dir / name / "part-00000.parquet")
+                self._parts[name] = 1
+
+    def _write_manifest(self) -> None:
+        temporary = self.run_dir / "manifest.json.tmp"
+        temporary.write_text(json.dumps(self.manifest, indent=2, default=str))
+        os.replace(temporary, self.run_dir / "manifest.json")

@@ -1,0 +1,118 @@
+"""One broker's validated view of the usage table, and the post-processing shared by every policy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from allocator.policies.settings import Settings
+
+
+@dataclass(frozen=True)
+class View:
+    """The arrays a rule reads, checked and masked: absent entries hold 0 in `usage` and `demand`.
+
+    `quota` is 0 for unlimited groups so that rules compute quietly; `finish` marks those groups -1.
+    `limited` says where the own limit is a finite non-negative number (a negative or infinite limit is
+    the "was unlimited" marker, so it neither throttles nor anchors smoothing and `max_step`).
+    """
+
+    quota: np.ndarray  # [G]
+    unlimited: np.ndarray  # [G] bool
+    usage: np.ndarray  # [G, B]
+    limit: np.ndarray  # [G, B], column b is broker b's own limit
+    demand: np.ndarray | None  # [G, B]
+    present: np.ndarray  # [G, B] bool
+    limited: np.ndarray  # [G, B] bool
+    n_present: np.ndarray  # [G] int
+    total_usage: np.ndarray  # [G]
+
+    @property
+    def residual(self) -> np.ndarray:
+        """[G] quota left over after everyone's usage (negative over quota)."""
+        return self.quota - self.total_usage
+
+    @property
+    def equal_share(self) -> np.ndarray:
+        """[G] quota / n_present (the whole quota when nobody is present)."""
+        return self.quota / np.maximum(self.n_present, 1)
+
+    def throttled(self, tolerance: float) -> np.ndarray:
+        """[G, B] a present broker using its own limit up to `tolerance` is taken as throttled."""
+        return self.present & self.limited & (self.usage >= self.limit * (1.0 - tolerance))
+
+
+def make_view(
+    quota: np.ndarray,
+    usage: np.ndarray,
+    limit: np.ndarray,
+    demand: np.ndarray | None,
+    present: np.ndarray | None,
+) -> View:
+    """Check shapes and values (ValueError naming the array and the problem) and build the view."""
+    quota = np.asarray(quota, dtype=np.float64)
+    if quota.ndim != 1:
+        raise ValueError(f"quota: expected shape (G,), got {quota.shape}")
+    if np.isnan(quota).any():
+        raise ValueError("quota: NaN")
+    usage = _matrix("usage", usage, len(quota))
+    shape = usage.shape
+    limit = _matrix("limit", limit, len(quota), shape)
+    present = np.ones(shape, dtype=bool) if present is None else _matrix("present", present, len(quota), shape)
+    present = present.astype(bool, copy=False)
+    usage = _rates("usage", usage, present)
+    if demand is not None:
+        demand = _rates("demand", _matrix("demand", demand, len(quota), shape), present)
+    if np.isnan(limit[present]).any():
+        raise ValueError("limit: NaN for a present broker")
+    unlimited = (quota < 0) | np.isinf(quota)
+    return View(
+        quota=np.where(unlimited, 0.0, quota),
+        unlimited=unlimited,
+        usage=usage,
+        limit=limit,
+        demand=demand,
+        present=present,
+        limited=(limit >= 0) & np.isfinite(limit),
+        n_present=present.sum(axis=1),
+        total_usage=usage.sum(axis=1),
+    )
+
+
+def _matrix(name: str, values: np.ndarray, n_groups: int, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    values = np.asarray(values) if name == "present" else np.asarray(values, dtype=np.float64)
+    expected = shape or (n_groups, values.shape[1] if values.ndim == 2 else -1)
+    if values.shape != expected:
+        raise ValueError(f"{name}: expected shape (G, B) = {expected}, got {values.shape}")
+    return values
+
+
+def _rates(name: str, values: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """Per-second rates: finite and non-negative where the broker is present; absent entries read as 0."""
+    seen = values[present]
+    if not np.isfinite(seen).all() or (seen < 0).any():
+        raise ValueError(f"{name}: must be finite and non-negative for present brokers")
+    return np.where(present, values, 0.0)
+
+
+def finish(new_limit: np.ndarray, view: View, settings: Settings) -> np.ndarray:
+    """The post-processing every policy shares: common knobs, then the clamps and markers.
+
+    In order: `smoothing` (EWMA with the own previous limit), `max_step` (bound the change against it),
+    `min_share` (floor at that fraction of the equal share); then limits are clamped at 0, absent entries
+    get 0 and present brokers of unlimited groups get -1. Smoothing and `max_step` act only where the
+    previous own limit was a number (not the unlimited marker).
+    """
+    own = view.limit
+    if settings.smoothing:
+        smoothed = settings.smoothing * own + (1.0 - settings.smoothing) * new_limit
+        new_limit = np.where(view.limited, smoothed, new_limit)
+    if settings.max_step is not None:
+        largest_change = (settings.max_step * view.quota)[:, None]
+        bounded = np.clip(new_limit, own - largest_change, own + largest_change)
+        new_limit = np.where(view.limited, bounded, new_limit)
+    if settings.min_share:
+        new_limit = np.maximum(new_limit, (settings.min_share * view.equal_share)[:, None])
+    new_limit = np.where(view.present, np.maximum(new_limit, 0.0), 0.0)
+    return np.where(view.present & view.unlimited[:, None], -1.0, new_limit)

@@ -1,0 +1,57 @@
+"""Which groups go into this round's usage report (PIP-82's suppression rules).
+
+A group is reported when its usage moved by more than `threshold_pct` percent (in any dimension) since
+it was last reported, when it was not reported for `force_every` rounds (liveness: others learn it is still
+there), or when it is new. A group whose traffic stopped is reported once as zeros, which removes this
+broker's entry everywhere; a clean leave reports zeros for every group still standing in others' maps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Selection:
+    report: np.ndarray  # bool[G]: groups in this round's report
+    zeros: np.ndarray  # bool[G]: of those, the ones reported as zeros (traffic stopped)
+    suppressed: int  # groups with traffic that the threshold kept out of the report
+
+
+class ReportSuppressor:
+    def __init__(self, n_groups: int, n_dimensions: int, threshold_pct: float, force_every: int):
+        if threshold_pct < 0:
+            raise ValueError(f"threshold_pct must be >= 0, got {threshold_pct}")
+        if force_every < 1:
+            raise ValueError(f"force_every must be >= 1, got {force_every}")
+        self.threshold_pct = threshold_pct
+        self.force_every = force_every
+        self._last_reported = np.zeros((n_groups, n_dimensions))
+        self._rounds_since = np.zeros(n_groups, dtype=np.int64)
+        self._standing = np.zeros(n_groups, dtype=bool)  # others hold a non-zero entry of ours
+
+    def select(self, usage: np.ndarray, serving: np.ndarray) -> Selection:
+        """Decide this round's report from the usage just measured ([G, D]) and the groups served ([G])."""
+        active = serving & usage.any(axis=1)
+        tolerance = self._last_reported * (self.threshold_pct / 100.0)
+        changed = (np.abs(usage - self._last_reported) > tolerance).any(axis=1)
+        due = self._rounds_since + 1 >= self.force_every
+        wanted = active & (changed | due | ~self._standing)
+        stopped = ~active & self._standing
+        report = wanted | stopped
+        return Selection(report=report, zeros=stopped, suppressed=int((active & ~wanted).sum()))
+
+    def commit(self, selection: Selection, usage: np.ndarray) -> None:
+        """Record that the selected groups were sent (call once the report is published)."""
+        self._last_reported[selection.report] = usage[selection.report]
+        self._last_reported[selection.zeros] = 0.0
+        self._rounds_since[selection.report] = 0
+        self._rounds_since[~selection.report] += 1
+        self._standing[selection.report] = ~selection.zeros[selection.report]
+
+    def leave(self) -> Selection:
+        """A clean leave: zeros for every group others still hold an entry of."""
+        standing = self._standing.copy()
+        return Selection(report=standing, zeros=standing, suppressed=0)

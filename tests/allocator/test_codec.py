@@ -1,0 +1,508 @@
+"""The usage-report codec: exact round trips, every rejection reason, and fuzzing that only `ReportError` escapes."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import zlib
+from typing import Any
+
+import msgpack
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from allocator.codec import (
+    COMPRESSED,
+    DIMENSIONS,
+    FORMAT_VERSION,
+    MAX_REPORT_BYTES,
+    ReportError,
+    UsageReport,
+    decode_report,
+    encode_report,
+)
+
+KEY = b"cluster-key"
+OTHER_KEY = b"another-key"
+TWO_DIMS = ("publish_msgs_per_s", "publish_bytes_per_s")
+
+
+def make_report(
+    n: int = 3,
+    dimensions: tuple[str, ...] = TWO_DIMS,
+    *,
+    demand: bool = False,
+    dictionary: bool = False,
+    broker: str = "broker-1",
+) -> UsageReport:
+    D = len(dimensions)
+    usage = np.arange(n * D, dtype=np.float64).reshape(n, D) * 1.5
+    return UsageReport(
+        broker=broker,
+        incarnation=2,
+        seq=17,
+        sent_at_ms=1_700_000_000_123,
+        interval_ms=1000,
+        dimensions=dimensions,
+        group_ids=np.arange(10, 10 + n, dtype=np.int64) * 7,
+        usage=usage,
+        demand=usage * 2 + 0.25 if demand else None,
+        dictionary={int(g): f"tenant-{g}/ns" for g in np.arange(10, 10 + n) * 7} if dictionary else None,
+    )
+
+
+def envelope(body: Any, *, version: Any = FORMAT_VERSION, flags: Any = 0, signature: Any = None) -> bytes:
+    """Wrap a body by hand, bypassing the encoder's own checks. `body` may be a list (packed here) or bytes."""
+    payload = body if isinstance(body, bytes) else msgpack.packb(body, use_bin_type=True)
+    items = [version, flags, payload] + ([] if signature is None else [signature])
+    return msgpack.packb(items, use_bin_type=True)
+
+
+def body_fields(**changes: Any) -> list[Any]:
+    """The eleven body items of a valid 3-group, 2-dimension report, with some replaced."""
+    fields = {
+        "broker": "broker-1",
+        "incarnation": 1,
+        "seq": 5,
+        "sent_at_ms": 1000,
+        "interval_ms": 1000,
+        "dimensions": list(TWO_DIMS),
+        "id_width": 2,
+        "group_ids": np.array([1, 2, 3], dtype="<u2").tobytes(),
+        "usage": np.ones((3, 2), dtype="<f8").tobytes(),
+        "demand": None,
+        "dictionary": None,
+    }
+    unknown = set(changes) - set(fields)
+    assert not unknown, unknown
+    fields.update(changes)
+    return list(fields.values())
+
+
+def rates(*rows: list[float]) -> bytes:
+    return np.array(rows, dtype="<f8").tobytes()
+
+
+def mac(key: bytes, flags: int, body: bytes) -> bytes:
+    digest = hmac.new(key, b"quotalab/usage-report", hashlib.sha256)
+    digest.update(bytes((FORMAT_VERSION, flags)))
+    digest.update(body)
+    return digest.digest()
+
+
+# ---------------------------------------------------------------------------------------------- round trips
+
+
+@pytest.mark.parametrize("compress", [False, True])
+@pytest.mark.parametrize("key", [None, KEY])
+@pytest.mark.parametrize(
+    "report",
+    [
+        make_report(),
+        make_report(0),
+        make_report(0, ("dispatch_bytes_per_s",), dictionary=True),
+        make_report(5, DIMENSIONS, demand=True),
+        make_report(4, ("dispatch_msgs_per_s",), dictionary=True),
+        make_report(6, DIMENSIONS[::-1], demand=True, dictionary=True),
+    ],
+    ids=["plain", "empty", "empty-with-dictionary", "demand", "dictionary", "everything"],
+)
+def test_round_trip(report: UsageReport, key: bytes | None, compress: bool) -> None:
+    decoded = decode_report(encode_report(report, key=key, compress=compress), key=key)
+    assert decoded == report
+    assert decoded.group_ids.dtype == np.int64
+    assert decoded.usage.dtype == np.float64
+    assert decoded.usage.shape == (len(report.group_ids), len(report.dimensions))
+    assert isinstance(decoded.dimensions, tuple)
+
+
+@pytest.mark.parametrize("largest, width", [(0, 1), (255, 1), (256, 2), (65_535, 2), (65_536, 4),
+                                            (2**32 - 1, 4), (2**32, 8), (2**63 - 1, 8)])  # fmt: skip
+def test_group_ids_take_the_smallest_width_that_holds_them(largest: int, width: int) -> None:
+    report = UsageReport("b", 0, 0, 0, 1, TWO_DIMS, np.array([largest, 0], dtype=np.int64), np.zeros((2, 2)))
+    data = encode_report(report)
+    assert msgpack.unpackb(msgpack.unpackb(data)[2])[6] == width
+    assert decode_report(data) == report
+
+
+def test_compression_sets_the_flag_and_shrinks_a_repetitive_report() -> None:
+    report = make_report(500, DIMENSIONS, dictionary=True)
+    plain, packed = encode_report(report), encode_report(report, compress=True)
+    assert msgpack.unpackb(plain)[1] == 0
+    assert msgpack.unpackb(packed)[1] == COMPRESSED
+    assert len(packed) < len(plain) / 2
+
+
+def test_encoder_accepts_numpy_integers_and_lists() -> None:
+    report = UsageReport(
+        broker="b",
+        incarnation=np.int64(3),
+        seq=np.uint32(4),
+        sent_at_ms=np.int64(5),
+        interval_ms=np.int32(6),
+        dimensions=("publish_msgs_per_s",),
+        group_ids=[4, 2],  # type: ignore[arg-type]
+        usage=[[1.0], [2]],  # type: ignore[arg-type]
+        dictionary={np.int64(4): "four"},  # type: ignore[dict-item]
+    )
+    decoded = decode_report(encode_report(report))
+    assert decoded == report
+    assert type(decoded.seq) is int
+    assert decoded.dictionary == {4: "four"}
+
+
+def test_equality_compares_every_field() -> None:
+    report = make_report(demand=True, dictionary=True)
+    assert report == make_report(demand=True, dictionary=True)
+    assert report != make_report(demand=False, dictionary=True)
+    assert report != make_report(demand=True, dictionary=False)
+    assert report != make_report(4, demand=True, dictionary=True)
+    assert report != make_report(demand=True, dictionary=True, broker="broker-2")
+    assert report != "not a report"
+
+
+def test_known_broker_is_accepted() -> None:
+    data = encode_report(make_report())
+    assert decode_report(data, known_brokers={"broker-1", "broker-2"}).broker == "broker-1"
+
+
+def test_signed_report_decodes_without_a_key() -> None:
+    report = make_report()
+    assert decode_report(encode_report(report, key=KEY)) == report
+
+
+def test_signed_report_fails_with_a_different_key() -> None:
+    with pytest.raises(ReportError, match="bad signature"):
+        decode_report(encode_report(make_report(), key=KEY), key=OTHER_KEY)
+
+
+def test_every_signed_byte_matters() -> None:
+    data = bytearray(encode_report(make_report(demand=True), key=KEY, compress=True))
+    for i in range(len(data)):
+        mutated = bytearray(data)
+        mutated[i] ^= 0x01
+        with pytest.raises(ReportError):
+            decode_report(bytes(mutated), key=KEY)
+
+
+def test_report_over_max_bytes_fails_before_parsing() -> None:
+    data = encode_report(make_report(100, DIMENSIONS))
+    assert decode_report(data, max_bytes=len(data)) is not None
+    with pytest.raises(ReportError, match=f"report is {len(data)} bytes, over the limit of {len(data) - 1}"):
+        decode_report(data, max_bytes=len(data) - 1)
+    with pytest.raises(ReportError, match="over the limit"):
+        decode_report(b"\xff" * (MAX_REPORT_BYTES + 1))
+
+
+def test_default_limit_holds_a_pip82_sized_report() -> None:
+    """5,000 groups x 4 dimensions with demand and a dictionary of 80-byte names, as DESIGN.md sizes it."""
+    n = 5000
+    rng = np.random.default_rng(0)
+    usage = rng.lognormal(5, 2, (n, 4))
+    group_ids = rng.choice(100_000, n, replace=False).astype(np.int64)
+    names = {int(g): f"tenant-{g:06d}/".ljust(80, "x") for g in group_ids}
+    report = UsageReport("broker-1", 1, 1, 0, 60_000, DIMENSIONS, group_ids, usage, usage * 1.1, names)
+    data = encode_report(report, key=KEY)
+    assert len(data) < MAX_REPORT_BYTES / 4
+    assert decode_report(data, key=KEY) == report
+
+
+def test_zip_bomb_stops_at_the_limit() -> None:
+    bomb = zlib.compress(b"\0" * (64 * 1024 * 1024), 9)
+    assert len(bomb) < 100_000
+    with pytest.raises(ReportError, match="decompresses to over 1000000 bytes"):
+        decode_report(envelope(bomb, flags=COMPRESSED), max_bytes=1_000_000)
+
+
+def test_a_missing_or_empty_key_is_a_configuration_error() -> None:
+    with pytest.raises(ValueError, match="key must be"):
+        encode_report(make_report(), key=b"")
+    with pytest.raises(ValueError, match="key must be"):
+        decode_report(b"", key="text")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------------ rejections
+
+ZLIB_OF_BODY = zlib.compress(msgpack.packb(body_fields(), use_bin_type=True))
+
+REJECTED: list[tuple[str, Any, dict[str, Any], str]] = [
+    # (case, data, decode kwargs, expected reason; matched as a regular expression)
+    ("not bytes", "text", {}, "report is str, not bytes"),
+    ("garbage", b"\xc1\xc1\xc1", {}, "envelope is not valid msgpack"),
+    ("empty input", b"", {}, "envelope is not valid msgpack"),
+    ("truncated", encode_report(make_report())[:-5], {}, "envelope is not valid msgpack"),
+    ("trailing bytes", encode_report(make_report()) + b"\0", {}, "envelope is not valid msgpack"),
+    ("envelope not an array", msgpack.packb({"v": 1}), {}, "envelope is dict, not an array"),
+    ("envelope empty", msgpack.packb([]), {}, "envelope is empty"),
+    ("version 7", envelope(body_fields(), version=7), {}, "version 7 not supported"),
+    ("version 0", envelope(body_fields(), version=0), {}, "version 0 not supported"),
+    ("version as text", envelope(body_fields(), version="1"), {}, "version is str, not int"),
+    ("version as bool", envelope(body_fields(), version=True), {}, "version is bool, not int"),
+    ("envelope too short", msgpack.packb([1, 0]), {}, "envelope has 2 items, not 3 or 4"),
+    ("envelope too long", msgpack.packb([1, 0, b"", b"", b""]), {}, "envelope has 5 items, not 3 or 4"),
+    ("unknown flags", envelope(body_fields(), flags=6), {}, "unknown flags 0x6"),
+    ("negative flags", envelope(body_fields(), flags=-1), {}, "flags is negative"),
+    ("body as text", msgpack.packb([1, 0, "body"]), {}, "body is str, not bytes"),
+    ("body not msgpack", envelope(b"\xc1"), {}, "body is not valid msgpack"),
+    ("body not an array", envelope(msgpack.packb({"a": 1})), {}, "body is dict, not an array"),
+    ("body too short", envelope(body_fields()[:10]), {}, "body has 10 items, not 11"),
+    ("body too long", envelope([*body_fields(), None]), {}, "body has 12 items, not 11"),
+    ("not zlib", envelope(b"not zlib", flags=COMPRESSED), {}, "body does not decompress"),
+    ("zlib truncated", envelope(ZLIB_OF_BODY[:-4], flags=COMPRESSED), {}, "compressed body is truncated"),
+    ("zlib then junk", envelope(ZLIB_OF_BODY + b"junk", flags=COMPRESSED), {}, "data after the compressed body"),
+    ("zlib inside over max", envelope(ZLIB_OF_BODY, flags=COMPRESSED), {"max_bytes": 100},
+     "body decompresses to over 100 bytes"),
+    ("broker not text", envelope(body_fields(broker=7)), {}, "broker is int, not str"),
+    ("broker empty", envelope(body_fields(broker="")), {}, "broker is empty"),
+    ("incarnation negative", envelope(body_fields(incarnation=-1)), {}, "incarnation is negative: -1"),
+    ("incarnation float", envelope(body_fields(incarnation=1.0)), {}, "incarnation is float, not int"),
+    ("seq negative", envelope(body_fields(seq=-3)), {}, "seq is negative: -3"),
+    ("seq over int64", envelope(body_fields(seq=2**63)), {}, r"seq is over 2\*\*63 - 1"),
+    ("seq missing", envelope(body_fields(seq=None)), {}, "seq is NoneType, not int"),
+    ("sent_at_ms negative", envelope(body_fields(sent_at_ms=-1)), {}, "sent_at_ms is negative"),
+    ("interval_ms zero", envelope(body_fields(interval_ms=0)), {}, "interval_ms is 0"),
+    ("interval_ms text", envelope(body_fields(interval_ms="1s")), {}, "interval_ms is str, not int"),
+    ("dimensions not array", envelope(body_fields(dimensions="publish_msgs_per_s")), {},
+     "dimensions is str, not an array"),
+    ("no dimensions", envelope(body_fields(dimensions=[], usage=b"")), {}, "no dimensions"),
+    ("unknown dimension", envelope(body_fields(dimensions=["publish_msgs_per_s", "cpu"])), {},
+     "unknown dimension 'cpu'"),
+    ("dimension not text", envelope(body_fields(dimensions=["publish_msgs_per_s", 3])), {},
+     "unknown dimension 3"),
+    ("dimension repeats", envelope(body_fields(dimensions=["publish_msgs_per_s"] * 2)), {},
+     "a dimension repeats"),
+    ("id width 3", envelope(body_fields(id_width=3)), {}, "group id width 3 not in 1, 2, 4, 8"),
+    ("id width text", envelope(body_fields(id_width="2")), {}, "group id width '2' not in 1, 2, 4, 8"),
+    ("group ids as list", envelope(body_fields(group_ids=[1, 2, 3])), {}, "group ids are list, not bytes"),
+    ("group ids ragged", envelope(body_fields(group_ids=b"\1\0\2\0\3")), {},
+     "group ids are 5 bytes, not a multiple of 2"),
+    ("usage as list", envelope(body_fields(usage=[1.0] * 6)), {}, "usage is list, not bytes"),
+    ("usage ragged", envelope(body_fields(usage=b"\0" * 17)), {}, "usage is 17 bytes, not whole rows of 2 float64"),
+    ("fewer usage rows", envelope(body_fields(usage=rates([1, 2], [3, 4]))), {},
+     "lengths differ: 3 group ids, 2 usage rows"),
+    ("more usage rows", envelope(body_fields(usage=rates(*[[1, 2]] * 4))), {},
+     "lengths differ: 3 group ids, 4 usage rows"),
+    ("fewer demand rows", envelope(body_fields(demand=rates([1, 2]))), {},
+     "lengths differ: 3 group ids, 1 demand rows"),
+    ("demand ragged", envelope(body_fields(demand=b"\0" * 8)), {}, "demand is 8 bytes, not whole rows"),
+    ("usage NaN", envelope(body_fields(usage=rates([1, 2], [np.nan, 4], [5, 6]))), {}, "usage has NaN"),
+    ("usage inf", envelope(body_fields(usage=rates([1, 2], [np.inf, 4], [5, 6]))), {}, "usage has inf"),
+    ("usage negative", envelope(body_fields(usage=rates([1, 2], [-1e-9, 4], [5, 6]))), {},
+     "usage has negative values"),
+    ("demand NaN", envelope(body_fields(demand=rates([1, 2], [3, 4], [5, np.nan]))), {}, "demand has NaN"),
+    ("demand -inf", envelope(body_fields(demand=rates([1, 2], [3, 4], [5, -np.inf]))), {}, "demand has inf"),
+    ("demand negative", envelope(body_fields(demand=rates([1, 2], [3, -4], [5, 6]))), {},
+     "demand has negative values"),
+    ("duplicate ids", envelope(body_fields(group_ids=np.array([9, 4, 9], "<u2").tobytes())), {},
+     "duplicate group ids: 9"),
+    ("negative id", envelope(body_fields(id_width=8, group_ids=np.array([1, -2, 3], "<i8").tobytes())), {},
+     "negative group id -2"),
+    ("dictionary not a map", envelope(body_fields(dictionary=["a"])), {}, "dictionary is list, not a map"),
+    ("dictionary key text", envelope(body_fields(dictionary={"1": "a"})), {}, "dictionary key is str, not int"),
+    ("dictionary key negative", envelope(body_fields(dictionary={-1: "a"})), {},
+     "dictionary key -1 is out of range"),
+    ("dictionary name bytes", envelope(body_fields(dictionary={1: b"a"})), {},
+     "dictionary name for group 1 is bytes, not str"),
+    ("dictionary name empty", envelope(body_fields(dictionary={1: ""})), {}, "dictionary name for group 1 is empty"),
+    ("dictionary names repeat", envelope(body_fields(dictionary={1: "a", 2: "a"})), {}, "dictionary names repeat"),
+    ("over the size limit", encode_report(make_report(50)), {"max_bytes": 64}, "over the limit of 64"),
+    ("unsigned, key required", encode_report(make_report()), {"key": KEY}, "report is not signed"),
+    ("signed with another key", encode_report(make_report(), key=OTHER_KEY), {"key": KEY}, "bad signature"),
+    ("signature zeroed", envelope(body_fields(), signature=bytes(32)), {"key": KEY}, "bad signature"),
+    ("signature short", envelope(body_fields(), signature=b"12345"), {}, "signature is 5 bytes, not 32"),
+    ("signature text", envelope(body_fields(), signature="sig"), {}, "signature is str, not bytes"),
+    ("flags flipped under signature",
+     envelope(ZLIB_OF_BODY, signature=mac(KEY, COMPRESSED, ZLIB_OF_BODY)), {"key": KEY}, "bad signature"),
+    ("unknown broker", encode_report(make_report()), {"known_brokers": {"broker-2"}}, "unknown broker 'broker-1'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("data, kwargs, reason", [case[1:] for case in REJECTED], ids=[c[0] for c in REJECTED])
+def test_rejected(data: Any, kwargs: dict[str, Any], reason: str) -> None:
+    with pytest.raises(ReportError, match=reason) as caught:
+        decode_report(data, **kwargs)
+    assert caught.value.reason == str(caught.value)
+    assert isinstance(caught.value, ValueError)
+
+
+def test_hand_built_envelope_is_accepted() -> None:
+    """The table's helpers build valid reports when nothing is broken, so each case tests one fault."""
+    body = msgpack.packb(body_fields(demand=rates([1, 2], [3, 4], [5, 6]), dictionary={1: "a"}))
+    assert decode_report(envelope(body, signature=mac(KEY, 0, body)), key=KEY).dictionary == {1: "a"}
+    assert decode_report(envelope(ZLIB_OF_BODY, flags=COMPRESSED), max_bytes=len(ZLIB_OF_BODY) * 4).seq == 5
+
+
+ENCODER_REJECTS = [
+    ("negative seq", {"seq": -1}, "seq is negative"),
+    ("bool incarnation", {"incarnation": True}, "incarnation is bool, not int"),
+    ("zero interval", {"interval_ms": 0}, "interval_ms is 0"),
+    ("unknown dimension", {"dimensions": ("cpu", "publish_msgs_per_s")}, "unknown dimension 'cpu'"),
+    ("dimensions as text", {"dimensions": "publish_msgs_per_s"}, "dimensions is str, not a tuple"),
+    ("NaN usage", {"usage": np.array([[1.0, np.nan]] * 3)}, "usage has NaN"),
+    ("negative demand", {"demand": -np.ones((3, 2))}, "demand has negative values"),
+    ("usage as a vector", {"usage": np.ones(3)}, r"usage has shape \(3,\), not \(n, 2\)"),
+    ("usage rows", {"usage": np.ones((2, 2))}, "lengths differ: 3 group ids, 2 usage rows"),
+    ("usage columns", {"usage": np.ones((3, 3))}, "usage has 3 columns for 2 dimensions"),
+    ("usage not numeric", {"usage": [["a", "b"]] * 3}, "usage is not numeric"),
+    ("float ids", {"group_ids": np.array([1.0, 2.0, 3.0])}, "group ids are float64, not integers"),
+    ("2-d ids", {"group_ids": np.ones((3, 1), dtype=np.int64)}, r"group ids have shape \(3, 1\)"),
+    ("huge unsigned id", {"group_ids": np.array([2**64 - 1, 1, 2], dtype=np.uint64)}, "over 2\\*\\*63 - 1"),
+    ("duplicate ids", {"group_ids": np.array([5, 5, 6])}, "duplicate group ids: 5"),
+    ("negative id", {"group_ids": np.array([5, -5, 6])}, "negative group id -5"),
+    ("dictionary as list", {"dictionary": [(1, "a")]}, "dictionary is list, not a dict"),
+    ("dictionary name repeats", {"dictionary": {1: "a", 2: "a"}}, "dictionary names repeat"),
+]
+
+
+@pytest.mark.parametrize("changes, reason", [c[1:] for c in ENCODER_REJECTS], ids=[c[0] for c in ENCODER_REJECTS])
+def test_encoder_refuses_what_the_decoder_would(changes: dict[str, Any], reason: str) -> None:
+    fields = vars(make_report()) | changes
+    with pytest.raises(ReportError, match=reason):
+        encode_report(UsageReport(**fields))
+
+
+# ------------------------------------------------------------------------------------------------ properties
+
+rate_values = st.floats(min_value=0.0, max_value=1e300, allow_nan=False, allow_infinity=False)
+
+
+@st.composite
+def usage_reports(draw: st.DrawFn) -> UsageReport:
+    n = draw(st.integers(0, 200))
+    dimensions = tuple(draw(st.permutations(DIMENSIONS))[: draw(st.integers(1, len(DIMENSIONS)))])
+    largest = draw(st.sampled_from([2**8 - 1, 2**16 - 1, 2**32 - 1, 2**63 - 1]))
+    group_ids = draw(hnp.arrays(np.int64, n, elements=st.integers(0, largest), unique=True))
+    shape = (n, len(dimensions))
+    usage = draw(hnp.arrays(np.float64, shape, elements=rate_values))
+    demand = draw(st.none() | hnp.arrays(np.float64, shape, elements=rate_values))
+    dictionary = draw(
+        st.none()
+        | st.dictionaries(st.integers(0, 2**63 - 1), st.text(min_size=1, max_size=80), max_size=20).filter(
+            lambda d: len(set(d.values())) == len(d)
+        )
+    )
+    return UsageReport(
+        broker=draw(st.text(min_size=1, max_size=30)),
+        incarnation=draw(st.integers(0, 2**63 - 1)),
+        seq=draw(st.integers(0, 2**63 - 1)),
+        sent_at_ms=draw(st.integers(0, 2**63 - 1)),
+        interval_ms=draw(st.integers(1, 2**63 - 1)),
+        dimensions=dimensions,
+        group_ids=group_ids,
+        usage=usage,
+        demand=demand,
+        dictionary=dictionary,
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(usage_reports())
+def test_any_valid_report_round_trips_exactly(report: UsageReport) -> None:
+    for compress in (False, True):
+        for key in (None, KEY):
+            decoded = decode_report(encode_report(report, key=key, compress=compress), key=key)
+            assert decoded == report
+            # bit for bit, which array_equal alone would not check for -0.0
+            assert decoded.usage.tobytes() == np.asarray(report.usage, dtype=np.float64).tobytes()
+
+
+def decode_or_report_error(data: Any, **kwargs: Any) -> UsageReport | None:
+    """Decode, returning None on `ReportError`; any other exception fails the test that calls it."""
+    try:
+        return decode_report(data, **kwargs)
+    except ReportError:
+        return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300), st.sampled_from([None, KEY]))
+def test_random_bytes_raise_only_report_error(data: bytes, key: bytes | None) -> None:
+    decode_or_report_error(data, key=key, known_brokers={"broker-1"})
+
+
+mutations = st.one_of(
+    st.tuples(st.just("flip"), st.integers(0, 10**6), st.integers(1, 255)),
+    st.tuples(st.just("set"), st.integers(0, 10**6), st.integers(0, 255)),
+    st.tuples(st.just("truncate"), st.integers(0, 10**6), st.just(0)),
+    st.tuples(st.just("insert"), st.integers(0, 10**6), st.integers(0, 255)),
+    st.tuples(st.just("delete"), st.integers(0, 10**6), st.integers(1, 16)),
+)
+
+
+def mutate(data: bytes, steps: list[tuple[str, int, int]]) -> bytes:
+    out = bytearray(data)
+    for kind, position, value in steps:
+        at = position % (len(out) + 1)
+        if kind == "flip" and at < len(out):
+            out[at] ^= value
+        elif kind == "set" and at < len(out):
+            out[at] = value
+        elif kind == "truncate":
+            del out[at:]
+        elif kind == "insert":
+            out.insert(at, value)
+        elif kind == "delete":
+            del out[at : at + value]
+    return bytes(out)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    usage_reports(),
+    st.booleans(),
+    st.sampled_from([None, KEY]),
+    st.lists(mutations, min_size=1, max_size=4),
+)
+def test_mutated_reports_raise_only_report_error(
+    report: UsageReport, compress: bool, key: bytes | None, steps: list[tuple[str, int, int]]
+) -> None:
+    data = mutate(encode_report(report, key=key, compress=compress), steps)
+    decoded = decode_or_report_error(data, key=key)
+    if key is not None and decoded is not None:
+        assert decoded == report  # a signed report either fails or is the one that was signed
+
+
+msgpack_objects = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats()
+    | st.text(max_size=20)
+    | st.binary(max_size=40),
+    lambda children: st.lists(children, max_size=12) | st.dictionaries(st.integers() | st.text(), children, max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(msgpack_objects, st.sampled_from([0, COMPRESSED]))
+def test_random_msgpack_objects_raise_only_report_error(obj: Any, flags: int) -> None:
+    packed = msgpack.packb(obj, use_bin_type=True)
+    decode_or_report_error(packed)
+    decode_or_report_error(envelope(obj, flags=flags))
+    decode_or_report_error(envelope(zlib.compress(packed), flags=COMPRESSED))
+    decode_or_report_error(envelope(packed, signature=mac(KEY, 0, packed)), key=KEY)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, 10), msgpack_objects, st.booleans())
+def test_one_bad_body_field_raises_only_report_error(index: int, obj: Any, compressed: bool) -> None:
+    fields = body_fields(demand=rates([1, 2], [3, 4], [5, 6]), dictionary={1: "a"})
+    fields[index] = obj
+    body = msgpack.packb(fields, use_bin_type=True)
+    flags = 0
+    if compressed:
+        body, flags = zlib.compress(body), COMPRESSED
+    decode_or_report_error(envelope(body, flags=flags), known_brokers={"broker-1"})
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 3), msgpack_objects)
+def test_one_bad_envelope_item_raises_only_report_error(index: int, obj: Any) -> None:
+    items: list[Any] = [FORMAT_VERSION, 0, msgpack.packb(body_fields()), bytes(32)]
+    items[index] = obj
+    for key in (None, KEY):
+        decode_or_report_error(msgpack.packb(items, use_bin_type=True), key=key)

@@ -15,7 +15,7 @@ class Backend(Protocol):
 
     def create(self, cls: type, *args: Any) -> Any: ...
 
-    def call(self, handle: Any, method: str, *args: Any) -> Any: ...
+    def call(self, handle: Any, method: str, *args: Any, **kwargs: Any) -> Any: ...
 
     def gather(self, futures: list[Any]) -> list[Any]: ...
 
@@ -28,8 +28,8 @@ class LocalBackend:
     def create(self, cls: type, *args: Any) -> Any:
         return cls(*args)
 
-    def call(self, handle: Any, method: str, *args: Any) -> Any:
-        return getattr(handle, method)(*args)
+    def call(self, handle: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+        return getattr(handle, method)(*args, **kwargs)
 
     def gather(self, futures: list[Any]) -> list[Any]:
         return list(futures)
@@ -55,8 +55,8 @@ class RayBackend:
         actor_class = self._ray.remote(cls).options(num_cpus=0, scheduling_strategy="SPREAD")
         return actor_class.remote(*args)
 
-    def call(self, handle: Any, method: str, *args: Any) -> Any:
-        return getattr(handle, method).remote(*args)
+    def call(self, handle: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+        return getattr(handle, method).remote(*args, **kwargs)
 
     def gather(self, futures: list[Any]) -> list[Any]:
         return self._ray.get(list(futures))
@@ -71,3 +71,39 @@ def make_backend(name: str, address: str | None = None) -> Backend:
     if name == "ray":
         return RayBackend(address)
     raise ValueError(f"backend: unknown {name!r} (known: local, ray)")
+
+
+def blocking_call(handle: Any, method: str, *args: Any) -> Any:
+    """Call `method` on a plain object or a Ray actor handle and wait for the result.
+
+    Realtime hosts call the channel and the membership registry from their own timer thread; this lets
+    the same host code talk to a local object or to an actor.
+    """
+    bound = getattr(handle, method)
+    remote = getattr(bound, "remote", None)
+    if remote is None:
+        return bound(*args)
+    import ray
+
+    return ray.get(remote(*args))
+
+
+class Synchronized:
+    """A local object shared by several timer threads: every method call holds one lock."""
+
+    def __init__(self, target: Any):
+        import threading
+
+        self._target = target
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._target, name)
+        if not callable(attribute):
+            return attribute
+
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return attribute(*args, **kwargs)
+
+        return locked

@@ -96,7 +96,7 @@ class LogicalBroker:
         for index, group in enumerate(self.groups):
             load = self.record.loads.get(group)
             if load is not None:
-                demand[index] = rate_at(load.profile, round_index - load.since_round, self.rng)
+                demand[index] = rate_at(load.profile, round_index, self.rng, since_round=load.since_round)
                 msg_bytes[index] = load.msg_bytes
         return demand, msg_bytes
 
@@ -155,28 +155,33 @@ class BrokerHost:
 
     def publish_phase(self, round_index: int, t_s: float) -> list[Published]:
         """Traffic through the buckets and this round's reports, for every hosted broker."""
-        published = []
-        for name in sorted(self.brokers):
-            outbox = self.brokers[name].publish_phase(round_index, t_s)
-            published.append(Published(name, outbox.payloads, outbox.suppressed))
-        return published
+        return [self.publish_broker(name, round_index, t_s) for name in sorted(self.brokers)]
 
     def allocate_phase(
         self, inboxes: dict[str, list[bytes]], dead: list[tuple[str, int]], round_index: int, t_s: float
     ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
-        """Receive, clean up and allocate for every hosted broker; returns its telemetry columns
-        (one row per broker, group and dimension) and the reports each broker rejected."""
+        """Receive, clean up and allocate for every hosted broker; returns the telemetry columns (one row
+        per broker, group and dimension) and how many reports each broker rejected."""
         columns: list[dict[str, np.ndarray]] = []
         rejected: dict[str, int] = {}
         for name in sorted(self.brokers):
-            logical = self.brokers[name]
-            now_s = logical.local_time(t_s)
-            inbox = logical.node.receive(inboxes.get(name, ()), now_s)
-            logical.node.cleanup(now_s, [entry for entry in dead if entry[0] != name])
-            logical.node.allocate()
-            rejected[name] = inbox.rejected
-            columns.append(self._rows(logical, round_index, t_s))
+            rows, rejected[name] = self.allocate_broker(name, inboxes.get(name, []), dead, round_index, t_s)
+            columns.append(rows)
         return concat_columns(columns), rejected
+
+    def publish_broker(self, name: str, round_index: int, t_s: float) -> Published:
+        outbox = self.brokers[name].publish_phase(round_index, t_s)
+        return Published(name, outbox.payloads, outbox.suppressed)
+
+    def allocate_broker(
+        self, name: str, payloads: list[bytes], dead: list[tuple[str, int]], round_index: int, t_s: float
+    ) -> tuple[dict[str, np.ndarray], int]:
+        logical = self.brokers[name]
+        now_s = logical.local_time(t_s)
+        inbox = logical.node.receive(payloads, now_s)
+        logical.node.cleanup(now_s, [entry for entry in dead if entry[0] != name])
+        logical.node.allocate()
+        return self._rows(logical, round_index, t_s), inbox.rejected
 
     def _rows(self, logical: LogicalBroker, round_index: int, t_s: float) -> dict[str, np.ndarray]:
         node, traffic, outbox = logical.node, logical.traffic, logical.outbox

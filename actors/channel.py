@@ -199,8 +199,10 @@ class Channel:
                 self._schedule(queue, payload, now, u_dup_jitter, u_dup_reorder)
 
     def fetch(self, subscriber: str, now: float) -> list[bytes]:
-        """Pop every copy due at `now` for `subscriber`, in due order (publish order on ties). A broker that is
-        not subscribed has nothing waiting."""
+        """Pop every copy due at `now` for `subscriber`, in due order (publish order on ties).
+
+        A broker that is not subscribed has nothing waiting.
+        """
         subscription = self._subscriptions.get(subscriber)
         if subscription is None:
             return []
@@ -218,6 +220,21 @@ class Channel:
     def fetch_all(self, now: float) -> dict[str, list[bytes]]:
         """`fetch` for every subscriber, keyed and ordered by name."""
         return {name: self.fetch(name, now) for name in sorted(self._subscriptions)}
+
+    def exchange(
+        self, items: Iterable[tuple[str, int, bytes]], now: float
+    ) -> tuple[dict[str, list[bytes]], dict[str, dict[str, int]]]:
+        """One lockstep round in one call: publish each `(sender, shard, payload)` in order, then fetch_all.
+
+        Returns `(fetch_all(now), take_counters())`: on Ray, one actor call per round rather than per report.
+        """
+        self.publish_many(items, now)
+        return self.fetch_all(now), self.take_counters()
+
+    def publish_many(self, items: Iterable[tuple[str, int, bytes]], now: float) -> None:
+        """Publish each `(sender, shard, payload)` in order: one call for a broker's whole round."""
+        for sender, shard, payload in items:
+            self.publish(sender, shard, payload, now)
 
     # --- settings ----------------------------------------------------------------------------------------
 
@@ -260,7 +277,12 @@ class Channel:
     # --- internals ---------------------------------------------------------------------------------------
 
     def _schedule(
-        self, queue: list[tuple[float, int, bytes]], payload: bytes, now: float, u_jitter: float, u_reorder: float
+        self,
+        queue: list[tuple[float, int, bytes]],
+        payload: bytes,
+        now: float,
+        u_jitter: float,
+        u_reorder: float,
     ) -> None:
         spec = self._spec
         delay = max(0.0, spec.delay_rounds + spec.jitter_rounds * (2.0 * u_jitter - 1.0))
@@ -277,7 +299,7 @@ class Channel:
             raise ValueError(f"shard {shard!r} out of range: the channel has {self._spec.shards} shard(s)")
 
     def _index_shards(self) -> None:
-        """Rebuild the sorted subscriber list of every shard (subscriptions change rarely, publishes often)."""
+        """Rebuild each shard's sorted subscriber list (subscriptions change rarely, publishes often)."""
         self._by_shard = [
             tuple(
                 name

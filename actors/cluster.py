@@ -8,6 +8,7 @@ backend like the hosts.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from actors.backends import Backend
@@ -28,8 +29,17 @@ class Slot:
 
 
 class Cluster:
-    def __init__(self, scenario: Scenario, backend: Backend, run_id: str, time_per_round: float = 1.0):
+    def __init__(
+        self,
+        scenario: Scenario,
+        backend: Backend,
+        run_id: str,
+        time_per_round: float = 1.0,
+        host_class: type = BrokerHost,
+    ):
         self.scenario = scenario
+        self.host_class = host_class
+        self.on_new_host: Callable[[object], None] | None = None  # e.g. start a realtime host's timer
         self.backend = backend
         self.run_id = run_id
         self.time_per_round = time_per_round
@@ -44,15 +54,22 @@ class Cluster:
         self.channel = backend.create(Channel, scenario.channel, scenario.seed, time_per_round)
         timeout = scenario.cleanup.session_timeout_rounds * time_per_round
         self.membership = backend.create(Membership, timeout) if scenario.cleanup.membership else None
-        self._announcement_cursor = 0
 
     # -- placement -------------------------------------------------------------------------------
 
     def host(self, broker: str) -> object:
         slot = self.slot_of[broker]
         if slot.handle is None:
-            slot.handle = self.backend.create(BrokerHost, self.scenario, self.run_id)
+            slot.handle = self.backend.create(self.host_class, self.scenario, self.run_id)
+            if self.on_new_host is not None:
+                self.on_new_host(slot.handle)
         return slot.handle
+
+    def all_hosts(self) -> list[object]:
+        return [slot.handle for slot in self.slots if slot.handle is not None]
+
+    def events_at(self, round_index: int) -> list[EventSpec]:
+        return [event for event in self.scenario.events if event.at == round_index]
 
     def live_slots(self) -> list[Slot]:
         return [slot for slot in self.slots if slot.handle is not None and set(slot.brokers) & self.up]
@@ -155,8 +172,7 @@ class Cluster:
             for broker in sorted(self.up)
         ]
         calls.append(self.backend.call(self.membership, "expire", t))
-        calls.append(self.backend.call(self.membership, "announcements", self._announcement_cursor))
-        *_, (dead, self._announcement_cursor) = self.backend.gather(calls)
+        *_, dead = self.backend.gather(calls)
         return [tuple(entry) for entry in dead]
 
 

@@ -123,6 +123,8 @@ class Scenario:
     events: tuple[EventSpec, ...] = ()
     realtime: RealtimeSpec = field(default_factory=RealtimeSpec)
     brokers_per_actor: int = 1  # ray backend: logical brokers hosted by one actor
+    description: str = ""
+    generated: dict[str, Any] | None = None  # the `generated:` block that groups and brokers came from
 
     def dimensions(self) -> tuple[str, ...]:
         """Quota dimensions used by any group, in the canonical order of DIMENSIONS."""

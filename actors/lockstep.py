@@ -27,47 +27,51 @@ def run_lockstep(
 ) -> None:
     """Run every round of `scenario`, writing telemetry as it goes (the caller closes the writer)."""
     cluster = Cluster(scenario, backend, writer.run_id, time_per_round=1.0)
-    events_by_round: dict[int, list] = {}
-    for event in scenario.events:
-        events_by_round.setdefault(event.at, []).append(event)
     for round_index in range(scenario.rounds):
         t_s = round_index * scenario.interval_s
-        leaving = _apply_events(cluster, events_by_round.get(round_index, ()), round_index, t_s, writer)
-        published = leaving + _gather_flat(
-            backend, [backend.call(h, "publish_phase", round_index, t_s) for h in cluster.live_hosts()]
-        )
+        now = float(round_index)  # the channel and the registry count in rounds
+        leaving = apply_round_events(cluster, round_index, t_s, writer, now)
+        published = leaving + [
+            item
+            for batch in backend.gather([backend.call(h, "publish_phase", round_index, t_s) for h in cluster.live_hosts()])
+            for item in batch
+        ]
         items = [(p.broker, shard, payload) for p in published for shard, payload in p.payloads]
-        deliveries, counters = backend.gather([backend.call(cluster.channel, "exchange", items, float(round_index))])[0]
-        dead = cluster.heartbeat_and_expire(float(round_index))
+        deliveries, counters = backend.gather([backend.call(cluster.channel, "exchange", items, now)])[0]
+        dead = cluster.heartbeat_and_expire(now)
         results = backend.gather(
             [
                 backend.call(slot.handle, "allocate_phase", _inboxes(deliveries, slot.brokers), dead, round_index, t_s)
                 for slot in cluster.live_slots()
             ]
         )
-        rows = concat_columns([columns for columns, _ in results if columns])
-        writer.add("rounds", rows)
+        writer.add("rounds", concat_columns([columns for columns, _ in results if columns]))
         rejected = {broker: count for _, per_broker in results for broker, count in per_broker.items()}
-        writer.add("messages", _message_rows(published, counters, rejected, round_index, t_s))
+        sent = {p.broker: len(p.payloads) for p in published}
+        suppressed = {p.broker: p.reports_suppressed for p in published}
+        writer.add("messages", message_rows(sent, suppressed, counters, rejected, round_index, t_s))
         writer.end_round(round_index)
         if on_round is not None:
             on_round(round_index)
 
 
-def _apply_events(cluster: Cluster, events, round_index: int, t_s: float, writer: TelemetryWriter) -> list[Published]:
+def apply_round_events(
+    cluster: Cluster, round_index: int, t_s: float, writer: TelemetryWriter, now: float
+) -> list[Published]:
+    """Brokers joining this round, then the scenario's events at this round, logged in `events`.
+
+    Returns the reports that must be published on the brokers' behalf (a clean leave's zeros).
+    """
     published: list[Published] = []
     for broker in cluster.brokers_joining(round_index):
-        cluster.start(broker, float(round_index))
+        cluster.start(broker, now)
         if round_index > 0:
-            writer.add("events", _single(event_row_join(broker, round_index, t_s)))
-    for event in events:
-        published += cluster.apply(event, float(round_index))
+            writer.add("events", _single({"round": round_index, "t_s": t_s, "kind": "join", "target": broker,
+                                          "detail": "{}"}))
+    for event in cluster.events_at(round_index):
+        published += cluster.apply(event, now)
         writer.add("events", _single(event_row(event, round_index, t_s)))
     return published
-
-
-def event_row_join(broker: str, round_index: int, t_s: float) -> dict[str, object]:
-    return {"round": round_index, "t_s": t_s, "kind": "join", "target": broker, "detail": "{}"}
 
 
 def _inboxes(deliveries: dict[str, list[bytes]], brokers: tuple[str, ...]) -> dict[str, list[bytes]]:
@@ -79,32 +83,31 @@ def _single(row: dict[str, object]) -> dict[str, list]:
     return {key: [value] for key, value in row.items()}
 
 
-def _gather_flat(backend: Backend, futures: list) -> list[Published]:
-    return [item for batch in backend.gather(futures) for item in batch]
-
-
-def _message_rows(
-    published: list[Published],
+def message_rows(
+    sent: dict[str, int],
+    suppressed: dict[str, int],
     counters: dict[str, dict[str, int]],
     rejected: dict[str, int],
     round_index: int,
     t_s: float,
 ) -> dict[str, np.ndarray]:
     """One row per broker that published, received or rejected anything this round."""
-    sent = {p.broker: p for p in published}
     brokers = sorted(set(sent) | set(counters) | set(rejected))
 
-    def column(values: list, dtype) -> np.ndarray:
+    def column(values: list, dtype: type) -> np.ndarray:
         return np.array(values, dtype=dtype)
+
+    def counter(name: str) -> list[int]:
+        return [counters.get(broker, {}).get(name, 0) for broker in brokers]
 
     return {
         "round": column([round_index] * len(brokers), np.int32),
         "t_s": column([t_s] * len(brokers), np.float64),
         "broker": column(brokers, object),
-        "bytes_published": column([counters.get(b, {}).get("bytes_published", 0) for b in brokers], np.int64),
-        "bytes_delivered": column([counters.get(b, {}).get("bytes_delivered", 0) for b in brokers], np.int64),
-        "reports_sent": column([len(sent[b].payloads) if b in sent else 0 for b in brokers], np.int32),
-        "reports_suppressed": column([sent[b].reports_suppressed if b in sent else 0 for b in brokers], np.int32),
-        "deliveries_dropped": column([counters.get(b, {}).get("deliveries_dropped", 0) for b in brokers], np.int32),
+        "bytes_published": column(counter("bytes_published"), np.int64),
+        "bytes_delivered": column(counter("bytes_delivered"), np.int64),
+        "reports_sent": column([sent.get(b, 0) for b in brokers], np.int32),
+        "reports_suppressed": column([suppressed.get(b, 0) for b in brokers], np.int32),
+        "deliveries_dropped": column(counter("deliveries_dropped"), np.int32),
         "reports_rejected": column([rejected.get(b, 0) for b in brokers], np.int32),
     }

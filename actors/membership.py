@@ -46,7 +46,8 @@ class Membership:
         """
         session = self._sessions.get(broker)
         if session is not None:
-            if incarnation < session.incarnation or (incarnation == session.incarnation and not session.alive):
+            ended = incarnation == session.incarnation and not session.alive
+            if incarnation < session.incarnation or ended:
                 raise ValueError(
                     f"broker {broker!r} cannot register incarnation {incarnation}: incarnation "
                     f"{session.incarnation} was already registered{'' if session.alive else ' and has ended'}"

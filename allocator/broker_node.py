@@ -106,7 +106,7 @@ class BrokerNode:
             TokenBucketArray(np.full(n_groups, np.inf), capacity=np.full(n_groups, np.inf))
             for _ in settings.dimensions
         ]
-        self._last_admit_s = now_s
+        self._last_admit_s = now_s - settings.interval_s  # the first round covers one interval
         self._seq = 0
         self._dictionary_sent = False
         self._bytes_dimension = np.array([dim in BYTES_DIMENSIONS for dim in settings.dimensions])
@@ -136,7 +136,7 @@ class BrokerNode:
             self._start_serving(starting, now_s)
         cost = np.where(self._bytes_dimension[None, :], np.asarray(msg_bytes, dtype=np.float64)[:, None], 1.0)
         now_ns = int(now_s * 1e9)
-        tokens = np.stack([np.clip(b.balance(now_ns), 0.0, None) for b in self._buckets], axis=1)
+        tokens = np.stack([bucket.available(now_ns) for bucket in self._buckets], axis=1)
         admitted_msgs = np.minimum(demand_msgs_per_s * dt, (tokens / cost).min(axis=1))
         for index, bucket in enumerate(self._buckets):
             bucket.consume(admitted_msgs * cost[:, index], now_ns)

@@ -78,7 +78,7 @@ class TokenBucketArray:
         return np.maximum(self._advance(now_ns), 0.0)
 
     def consume(self, amounts: np.ndarray | float, now_ns: int) -> np.ndarray:
-        """Deduct `amounts[G]` (always: accepted work cannot be rejected); True where tokens remain after it."""
+        """Deduct `amounts[G]` (always: accepted work cannot be rejected); True where tokens remain."""
         amounts = np.asarray(amounts, dtype=np.float64)
         if not np.all((amounts >= 0) & (amounts < np.inf)):  # NaN fails both comparisons
             raise ValueError("amounts must be finite numbers of tokens >= 0")
@@ -87,16 +87,17 @@ class TokenBucketArray:
         return balance > 0
 
     def throttle_duration_s(self, now_ns: int) -> np.ndarray:
-        """Seconds per group until the balance reaches `max(1, 1% of capacity)`; 0 where it has, or unlimited."""
+        """Seconds per group until the balance reaches `max(1, 1% of capacity)` (0 if there, or unlimited)."""
         return throttle_duration(self._advance(now_ns), self.rate_per_s, self.capacity)
 
     def set_rate(
         self, rate_per_s: np.ndarray, now_ns: int, capacity: np.ndarray | float | None = None
     ) -> None:
-        """Change every group's rate (and capacity, one second's worth unless given), keeping balance and debt.
+        """Change every group's rate and capacity, keeping balance and debt.
 
-        The time up to `now_ns` is refilled at the old rates first. A balance above its new capacity is cut to
-        it; a group switching to unlimited is filled (`inf`), one switching back starts full.
+        Capacity follows the rate (one second's worth) unless given. The time up to `now_ns` is refilled at
+        the old rates first. A balance above its new capacity is cut to it; a group switching to unlimited is
+        filled (`inf`), one switching back starts full.
         """
         rate = _rates(rate_per_s)
         if rate.shape != self.rate_per_s.shape:

@@ -116,7 +116,9 @@ class TokenBucket:
         if initial is None or self.rate == math.inf:
             initial = self.capacity
         elif not -math.inf < initial <= self.capacity:
-            raise ValueError(f"initial must be a number of tokens <= capacity ({self.capacity}), got {initial!r}")
+            raise ValueError(
+                f"initial must be a number of tokens <= capacity {self.capacity}, got {initial!r}"
+            )
         self._clock = clock
         self._tokens = float(initial)  # the balance as of the last update
         self._pending = 0.0  # consumed since the last update, not yet subtracted from _tokens

@@ -55,15 +55,16 @@ def make_view(
     if quota.ndim != 1:
         raise ValueError(f"quota: expected shape (G,), got {quota.shape}")
     if np.isnan(quota).any():
-        raise ValueError("quota: NaN")
-    usage = _matrix("usage", usage, len(quota))
-    shape = usage.shape
-    limit = _matrix("limit", limit, len(quota), shape)
-    present = np.ones(shape, dtype=bool) if present is None else _matrix("present", present, len(quota), shape)
+        raise ValueError("quota: must not be NaN (a negative quota means unlimited)")
+    usage = np.asarray(usage, dtype=np.float64)
+    if usage.ndim != 2 or usage.shape[0] != len(quota):
+        raise ValueError(f"usage: expected shape (G, B) with G = {len(quota)}, got {usage.shape}")
+    limit = _matrix("limit", np.asarray(limit, dtype=np.float64), usage.shape)
+    present = np.ones(usage.shape, dtype=bool) if present is None else _matrix("present", present, usage.shape)
     present = present.astype(bool, copy=False)
     usage = _rates("usage", usage, present)
     if demand is not None:
-        demand = _rates("demand", _matrix("demand", demand, len(quota), shape), present)
+        demand = _rates("demand", _matrix("demand", np.asarray(demand, dtype=np.float64), usage.shape), present)
     if np.isnan(limit[present]).any():
         raise ValueError("limit: NaN for a present broker")
     unlimited = (quota < 0) | np.isinf(quota)
@@ -80,19 +81,19 @@ def make_view(
     )
 
 
-def _matrix(name: str, values: np.ndarray, n_groups: int, shape: tuple[int, ...] | None = None) -> np.ndarray:
-    values = np.asarray(values) if name == "present" else np.asarray(values, dtype=np.float64)
-    expected = shape or (n_groups, values.shape[1] if values.ndim == 2 else -1)
-    if values.shape != expected:
-        raise ValueError(f"{name}: expected shape (G, B) = {expected}, got {values.shape}")
+def _matrix(name: str, values: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    values = np.asarray(values)
+    if values.shape != shape:
+        raise ValueError(f"{name}: expected shape {shape} like usage, got {values.shape}")
     return values
 
 
 def _rates(name: str, values: np.ndarray, present: np.ndarray) -> np.ndarray:
     """Per-second rates: finite and non-negative where the broker is present; absent entries read as 0."""
     seen = values[present]
-    if not np.isfinite(seen).all() or (seen < 0).any():
-        raise ValueError(f"{name}: must be finite and non-negative for present brokers")
+    wrong = ~(np.isfinite(seen) & (seen >= 0))
+    if wrong.any():
+        raise ValueError(f"{name}: must be finite and non-negative for present brokers, got {seen[wrong][0]}")
     return np.where(present, values, 0.0)
 
 

@@ -1,0 +1,203 @@
+"""The realtime driver: every broker ticks on its own timer, with jitter and its own clock offset.
+
+Each host runs a timer thread that ticks its brokers every `interval_s` (plus jitter): traffic, publish to
+the channel, fetch what the channel has delivered by now, heartbeat, clean up, allocate. Reports flow
+asynchronously (the channel's delays are in seconds: `delay_rounds * interval_s`). The driver only applies
+events at their time and collects telemetry; it never advances a broker.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from actors.backends import Backend, Synchronized, blocking_call
+from actors.broker_host import BrokerHost, BrokerRecord, Published, concat_columns
+from actors.cluster import Cluster
+from actors.config import Scenario
+from actors.lockstep import apply_round_events, message_rows
+from actors.telemetry import TelemetryWriter
+
+STARTUP_S = 0.3  # time given to every host to start its timer before round 0
+
+
+class RealtimeHost(BrokerHost):
+    """A BrokerHost with a timer thread; the methods the driver calls take the same lock as the timer."""
+
+    def __init__(self, scenario: Scenario, run_id: str):
+        super().__init__(scenario, run_id)
+        self._lock = threading.RLock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._next_tick: dict[str, float] = {}  # broker -> wall time of its next tick
+        self._tick_round: dict[str, int] = {}
+        self._rows: list[dict[str, np.ndarray]] = []
+        self._stats: list[tuple[int, str, int, int, int]] = []  # round, broker, sent, suppressed, rejected
+        self._lags_s: list[float] = []
+        self._announcement_cursor = 0
+        self._rng = np.random.default_rng(scenario.seed)
+
+    def start_clock(self, channel: Any, membership: Any, epoch: float) -> None:
+        self._channel, self._membership, self._epoch = channel, membership, epoch
+        self._thread = threading.Thread(target=self._run, name="quotalab-timer", daemon=True)
+        self._thread.start()
+
+    def stop_clock(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def start(self, record: BrokerRecord, quotas: dict[str, dict[str, float]], t_s: float) -> None:
+        with self._lock:
+            super().start(record, quotas, t_s)
+            interval = self.scenario.interval_s
+            self._tick_round[record.name] = int(np.ceil(max(t_s, 0.0) / interval - 1e-9))
+            self._next_tick[record.name] = self._epoch_or_now() + self._tick_round[record.name] * interval
+
+    def stop(self, broker: str) -> None:
+        with self._lock:
+            super().stop(broker)
+            self._next_tick.pop(broker, None)
+
+    def leave(self, broker: str, t_s: float) -> Published:
+        with self._lock:
+            self._next_tick.pop(broker, None)
+            return super().leave(broker, t_s)
+
+    def set_load(self, *args: Any) -> None:
+        with self._lock:
+            super().set_load(*args)
+
+    def set_quota(self, *args: Any) -> None:
+        with self._lock:
+            super().set_quota(*args)
+
+    def set_clock_offset(self, *args: Any) -> None:
+        with self._lock:
+            super().set_clock_offset(*args)
+
+    def drain(self) -> tuple[dict[str, np.ndarray], list[tuple[int, str, int, int, int]], list[float]]:
+        """Telemetry rows, per-tick report counts and timer lags gathered since the last call."""
+        with self._lock:
+            rows, self._rows = concat_columns(self._rows), []
+            stats, self._stats = self._stats, []
+            lags, self._lags_s = self._lags_s, []
+        return rows, stats, lags
+
+    def _epoch_or_now(self) -> float:
+        return getattr(self, "_epoch", time.time())
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            with self._lock:
+                due = min(self._next_tick.items(), key=lambda item: item[1], default=None)
+            if due is None:
+                self._stopping.wait(0.01)
+                continue
+            broker, due_at = due
+            if self._stopping.wait(max(0.0, due_at - time.time())):
+                return
+            with self._lock:
+                if self._next_tick.get(broker) == due_at:
+                    self._tick(broker, due_at)
+
+    def _tick(self, broker: str, due_at: float) -> None:
+        """One round of one broker, on its own timer."""
+        now_wall = time.time()
+        self._lags_s.append(now_wall - due_at)
+        t_s = now_wall - self._epoch
+        round_index = self._tick_round[broker]
+        published = self.publish_broker(broker, round_index, t_s)
+        items = [(broker, shard, payload) for shard, payload in published.payloads]
+        blocking_call(self._channel, "publish_many", items, t_s)
+        payloads = blocking_call(self._channel, "fetch", broker, t_s)
+        dead: list[tuple[str, int]] = []
+        if self._membership is not None:
+            incarnation = self.brokers[broker].record.incarnation
+            blocking_call(self._membership, "heartbeat", broker, incarnation, t_s)
+            dead, self._announcement_cursor = blocking_call(
+                self._membership, "announcements", self._announcement_cursor
+            )
+        rows, rejected = self.allocate_broker(broker, payloads, [tuple(d) for d in dead], round_index, t_s)
+        self._rows.append(rows)
+        self._stats.append((round_index, broker, len(published.payloads), published.reports_suppressed, rejected))
+        jitter = self.scenario.realtime.jitter_pct / 100.0
+        interval = self.scenario.interval_s
+        self._next_tick[broker] = due_at + interval * (1.0 + self._rng.uniform(-jitter, jitter))
+        self._tick_round[broker] = round_index + 1
+
+
+def run_realtime(
+    scenario: Scenario,
+    backend: Backend,
+    writer: TelemetryWriter,
+    on_round: Callable[[int], None] | None = None,
+) -> dict[str, float]:
+    """Run `scenario` on real time; returns the timer lag statistics (seconds), also put in the manifest."""
+    interval = scenario.interval_s
+    cluster = Cluster(scenario, backend, writer.run_id, time_per_round=interval, host_class=RealtimeHost)
+    if backend.name == "local":  # timer threads share these objects
+        cluster.channel = Synchronized(cluster.channel)
+        cluster.membership = cluster.membership and Synchronized(cluster.membership)
+    epoch = time.time() + STARTUP_S
+    cluster.on_new_host = lambda handle: backend.gather(
+        [backend.call(handle, "start_clock", cluster.channel, cluster.membership, epoch)]
+    )
+    lags: list[float] = []
+    try:
+        for round_index in range(scenario.rounds):
+            t_s = round_index * interval
+            time.sleep(max(0.0, epoch + t_s - time.time()))
+            leaving = apply_round_events(cluster, round_index, t_s, writer, now=t_s)
+            items = [(p.broker, shard, payload) for p in leaving for shard, payload in p.payloads]
+            blocking_call(cluster.channel, "publish_many", items, t_s)
+            if cluster.membership is not None:
+                blocking_call(cluster.membership, "expire", t_s)
+            lags += _collect(cluster, backend, writer, round_index, t_s)
+            writer.end_round(round_index)
+            if on_round is not None:
+                on_round(round_index)
+        time.sleep(max(0.0, epoch + scenario.rounds * interval - time.time()))
+    finally:
+        backend.gather([backend.call(handle, "stop_clock") for handle in cluster.all_hosts()])
+        lags += _collect(cluster, backend, writer, scenario.rounds - 1, (scenario.rounds - 1) * interval)
+    lag_stats = _lag_stats(lags, interval)
+    writer.manifest["realtime_lag"] = lag_stats
+    return lag_stats
+
+
+def _collect(cluster: Cluster, backend: Backend, writer: TelemetryWriter, round_index: int, t_s: float) -> list[float]:
+    """Telemetry the hosts gathered since the last call, written under the driver's round."""
+    drained = backend.gather([backend.call(handle, "drain") for handle in cluster.all_hosts()])
+    counters = blocking_call(cluster.channel, "take_counters")
+    lags: list[float] = []
+    sent: dict[str, int] = {}
+    suppressed: dict[str, int] = {}
+    rejected: dict[str, int] = {}
+    for rows, host_stats, host_lags in drained:
+        writer.add("rounds", rows)
+        lags += host_lags
+        for _, broker, n_sent, n_suppressed, n_rejected in host_stats:
+            sent[broker] = sent.get(broker, 0) + n_sent
+            suppressed[broker] = suppressed.get(broker, 0) + n_suppressed
+            rejected[broker] = rejected.get(broker, 0) + n_rejected
+    writer.add("messages", message_rows(sent, suppressed, counters, rejected, round_index, t_s))
+    return lags
+
+
+def _lag_stats(lags: list[float], interval_s: float) -> dict[str, float]:
+    if not lags:
+        return {"ticks": 0}
+    lag = np.asarray(lags)
+    return {
+        "ticks": int(lag.size),
+        "interval_s": interval_s,
+        "mean_s": float(lag.mean()),
+        "p50_s": float(np.percentile(lag, 50)),
+        "p99_s": float(np.percentile(lag, 99)),
+        "max_s": float(lag.max()),
+    }

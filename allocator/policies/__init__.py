@@ -1,0 +1,126 @@
+"""Allocation policies: every broker turns its view of the usage table into its new local limits.
+
+One contract for all, vectorised over groups G and brokers B (float64, absent entries masked)::
+
+    step(name, quota[G], usage[G, B], limit[G, B], demand[G, B] | None, present[G, B] | None, **params)
+        -> new_limit[G, B]
+
+Column b is what broker b computes from the shared view with `limit[:, b]` its own limit; no policy reads
+another broker's limit. Absent entries get 0; a quota < 0 (or +inf) is unlimited and present brokers get
+-1; negative or non-finite usage or demand of a present broker raises ValueError.
+
+`POLICIES` maps each name to a `Policy`, callable as
+`policy(quota, usage, limit, demand, present, settings)`; `policy.settings(params)` binds and checks the
+parameters once (Doorman style), `check_params` does the same for a scenario file before anything runs.
+Each policy is a rule from `rules` (or `pulsar`) followed by the post-processing they all share
+(`view.finish`: the `min_share`, `smoothing` and `max_step` knobs, then the clamps).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from allocator.policies.pulsar import pulsar, pulsar_local_quota
+from allocator.policies.rules import (
+    doorman_proportional,
+    max_min_fair_share,
+    pip82_equal,
+    pip82_proportional,
+    pip82_steal,
+)
+from allocator.policies.settings import Settings
+from allocator.policies.view import View, finish, make_view
+
+__all__ = ["POLICIES", "Policy", "Settings", "check_params", "initial_limit", "pulsar_local_quota", "step"]
+
+Rule = Callable[[View, Settings], np.ndarray]
+
+_COMMON = frozenset({"min_share", "smoothing", "max_step"})
+_WANTS = _COMMON | {"throttle_tolerance", "headroom"}
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A named rule, the parameters it takes, and where a broker's limit starts."""
+
+    name: str
+    rule: Rule
+    params: frozenset[str]
+    starts_at_full_quota: bool = False  # Pulsar; the others start at an equal share
+
+    def settings(self, params: Mapping[str, object]) -> Settings:
+        """Bind the parameters once; ValueError names an unknown parameter or a bad value."""
+        unknown = sorted(set(params) - self.params)
+        if unknown:
+            raise ValueError(
+                f"{self.name}: unknown parameter {unknown[0]!r}; it takes {', '.join(sorted(self.params))}"
+            )
+        return Settings(**params)  # checks every value
+
+    def __call__(
+        self,
+        quota: np.ndarray,
+        usage: np.ndarray,
+        limit: np.ndarray,
+        demand: np.ndarray | None,
+        present: np.ndarray | None,
+        settings: Settings,
+    ) -> np.ndarray:
+        view = make_view(quota, usage, limit, demand, present)
+        return finish(self.rule(view, settings), view, settings)
+
+
+POLICIES: dict[str, Policy] = {
+    policy.name: policy
+    for policy in (
+        Policy("pulsar", pulsar, _COMMON, starts_at_full_quota=True),
+        Policy("pip82-equal", pip82_equal, _COMMON),
+        Policy("pip82-proportional", pip82_proportional, _COMMON),
+        Policy("pip82-steal", pip82_steal, _COMMON | {"steal_fraction", "throttle_tolerance"}),
+        Policy("doorman-proportional", doorman_proportional, _WANTS),
+        Policy("doorman-fair", max_min_fair_share, _WANTS),
+        Policy("fair-share", max_min_fair_share, _WANTS),
+    )
+}
+
+
+def step(
+    name: str,
+    quota: np.ndarray,
+    usage: np.ndarray,
+    limit: np.ndarray,
+    demand: np.ndarray | None = None,
+    present: np.ndarray | None = None,
+    **params: float,
+) -> np.ndarray:
+    """One allocation round of policy `name`: the new limits [G, B] (column b is broker b's)."""
+    policy = _policy(name)
+    return policy(quota, usage, limit, demand, present, policy.settings(params))
+
+
+def check_params(name: str, params: Mapping[str, object]) -> None:
+    """Raise ValueError naming an unknown policy, an unknown parameter, or a bad value and the problem."""
+    _policy(name).settings(params)
+
+
+def initial_limit(name: str, quota: np.ndarray, view_brokers: np.ndarray) -> np.ndarray:
+    """[G] the limit a broker starts with when it begins serving a group.
+
+    Pulsar: the full quota; the others: an equal share `quota / max(1, view_brokers)`. Unlimited -> -1.
+    """
+    quota = np.asarray(quota, dtype=np.float64)
+    if np.isnan(quota).any():
+        raise ValueError("quota: must not be NaN (a negative quota means unlimited)")
+    brokers = np.maximum(np.asarray(view_brokers, dtype=np.float64), 1.0)
+    start = quota if _policy(name).starts_at_full_quota else quota / brokers
+    return np.where((quota < 0) | np.isinf(quota), -1.0, start)
+
+
+def _policy(name: str) -> Policy:
+    try:
+        return POLICIES[name]
+    except KeyError:
+        raise ValueError(f"unknown policy {name!r}; known policies: {', '.join(POLICIES)}") from None

@@ -1,0 +1,268 @@
+"""The report's metrics as Spark transforms: each takes DataFrames and returns one, its final `select` the contract.
+
+Definitions (DESIGN.md, "Analysis (Spark)"), per run, group, quota dimension and round: `Q` quota, `U` sum of
+the brokers' usage, `D` sum of their demand, target `T = min(Q, D)`;
+overshoot `max(0, U/Q - 1)`; utilization `U / T`; fair reference `F_b` the max-min fair split of `Q` over the
+brokers' demands; Jain's index of `x_b = U_b / F_b` over the brokers with `F_b > 0`, `(sum x)^2 / (n sum x^2)`;
+fairness error `sum_b |U_b - F_b| / Q`.
+
+Choices where DESIGN.md is silent:
+
+- An unlimited quota (`+inf` in the tables) gives `T = D`, overshoot 0, `F_b = D_b` (so Jain still measures
+  whether each broker gets what it asks for), and a null fairness error (there is no quota to normalise by).
+  Its convergence tolerance is `0.05 T`, since the literal `0.05 Q` would be infinite.
+- A ratio with a zero denominator is null: utilization when `T = 0`, overshoot when `Q = 0`, Jain when no broker
+  has `F_b > 0` or every `U_b` is 0. For convergence an undefined Jain counts as fair: there is nothing to share
+  and `|U - T|` decides.
+- Events: the `events` rows plus a `start` event at round 0 for every run (unless the run logged one). An event
+  applies to every group of its run, except `quota` (target: the group) and `demand` (detail: `{"group": ...}`)
+  events, which apply only to the group they name.
+- Rounds to converge after an event at round `e`: `k = s - e`, where `s >= e` is the first round that starts
+  `W = 3` consecutive rounds (all present) each with `|U - T| <= 0.05 Q` and Jain >= 0.95. It may lie after a
+  later event (the first settled run of rounds counts, relapses afterwards do not); null when there is none
+  before the end of the run.
+- Bandwidth per group: `report_bytes` is the group's share of a broker's report, written on each dimension's
+  row; per (group, dimension, round) it is summed over brokers, so it is the bytes spent on that group.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from pyspark.sql import DataFrame, Window as W
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from allocator.waterfill import max_min_fair
+
+GROUP = ["run_id", "group", "dimension"]
+GROUP_ROUND = [*GROUP, "round"]
+BROKER_ROUND = [*GROUP_ROUND, "broker"]
+
+CONVERGENCE_WINDOW = 3  # W: consecutive rounds that must all be settled
+TARGET_TOLERANCE = 0.05  # |U - T| <= 0.05 Q
+MIN_JAIN = 0.95
+
+BROKER_ROUNDS_SCHEMA = T.StructType(
+    [
+        T.StructField("run_id", T.StringType()),
+        T.StructField("group", T.StringType()),
+        T.StructField("dimension", T.StringType()),
+        T.StructField("round", T.IntegerType()),
+        T.StructField("broker", T.StringType()),
+        T.StructField("t_s", T.DoubleType()),
+        T.StructField("quota", T.DoubleType()),
+        T.StructField("limit", T.DoubleType()),
+        T.StructField("usage", T.DoubleType()),
+        T.StructField("demand", T.DoubleType()),
+        T.StructField("throttled_s", T.DoubleType()),
+        T.StructField("report_bytes", T.DoubleType()),
+        T.StructField("fair", T.DoubleType()),
+    ]
+)
+_SUMMED = ["limit", "usage", "demand", "throttled_s", "report_bytes"]
+
+
+def broker_rounds(rounds: DataFrame) -> DataFrame:
+    """Per run, group, dimension, round and broker: the `rounds` measures and the fair reference `fair` (F_b).
+
+    Water-filling is a sort and a scan over each round's demands; Spark has no built-in for it, and spelling it
+    in window functions would duplicate `allocator.waterfill`, the very function the `fair-share` policy runs.
+    So a grouped pandas UDF calls `max_min_fair` once per (run, group, dimension), on all its rounds at once.
+    """
+    return (
+        rounds.select(*BROKER_ROUND, "t_s", "quota", *_SUMMED)
+        .groupBy(*GROUP)
+        .applyInPandas(_water_fill, schema=BROKER_ROUNDS_SCHEMA)
+        .select(*BROKER_ROUNDS_SCHEMA.fieldNames())
+    )
+
+
+def _water_fill(cells: pd.DataFrame) -> pd.DataFrame:
+    """All rounds of one (run, group, dimension): `F[r, b] = max_min_fair(Q[r], demand[r, :])[b]`."""
+    cells = cells.groupby(BROKER_ROUND, as_index=False, sort=False).agg(  # a duplicated row is summed
+        t_s=("t_s", "max"), quota=("quota", "max"), **{name: (name, "sum") for name in _SUMMED}
+    )
+    demand = cells.pivot(index="round", columns="broker", values="demand")  # [R, B]; NaN: broker absent
+    quota = cells.groupby("round")["quota"].max().reindex(demand.index)
+    fair = max_min_fair(quota.to_numpy(), demand.fillna(0.0).to_numpy(), present=demand.notna().to_numpy())
+    rows = demand.index.get_indexer(cells["round"])
+    columns = demand.columns.get_indexer(cells["broker"])
+    return cells.assign(fair=fair[rows, columns])
+
+
+def group_rounds(broker_rounds: DataFrame) -> DataFrame:
+    """Per run, group, dimension and round: Q, U, D, T, overshoot, utilization, Jain, fairness error."""
+    usage_over_fair = F.try_divide("usage", "fair")  # null where F_b = 0: only brokers with F_b > 0 count
+    totals = broker_rounds.groupBy(*GROUP_ROUND).agg(
+        F.max("t_s").alias("t_s"),
+        F.count("broker").alias("brokers"),
+        F.max("quota").alias("quota"),
+        F.sum("usage").alias("usage"),
+        F.sum("demand").alias("demand"),
+        F.sum("limit").alias("limit"),
+        F.sum("throttled_s").alias("throttled_s"),
+        F.sum("report_bytes").alias("report_bytes"),
+        F.count(usage_over_fair).alias("fair_brokers"),
+        F.sum(usage_over_fair).alias("sum_x"),
+        F.sum(usage_over_fair * usage_over_fair).alias("sum_x2"),
+        F.sum(F.abs(F.col("usage") - F.col("fair"))).alias("fair_gap"),
+    )
+    Q, U, D = F.col("quota"), F.col("usage"), F.col("demand")
+    limited = Q < float("inf")
+    target = F.least(Q, D)
+    return totals.select(
+        *GROUP_ROUND,
+        "t_s",
+        "brokers",
+        "quota",
+        "usage",
+        "demand",
+        target.alias("target"),
+        "limit",
+        F.when(Q > 0, F.greatest(F.lit(0.0), F.try_divide(U, Q) - 1)).alias("overshoot"),
+        F.try_divide(U, target).alias("utilization"),
+        F.try_divide(F.col("sum_x") * F.col("sum_x"), F.col("fair_brokers") * F.col("sum_x2")).alias("jain"),
+        F.when(limited, F.try_divide("fair_gap", Q)).alias("fairness_error"),
+        "throttled_s",
+        "report_bytes",
+    )
+
+
+def group_events(events: DataFrame, groups: DataFrame) -> DataFrame:
+    """Each event of a run once per group it applies to, plus the run's `start` at round 0 (see module doc)."""
+    run_starts = groups.select(
+        "run_id",
+        F.lit(0).alias("round"),
+        F.lit("start").alias("kind"),
+        F.lit("").alias("target"),
+        F.lit(None).cast("string").alias("detail"),
+    ).distinct()
+    logged_starts = events.filter(F.col("kind") == "start")
+    all_events = events.select("run_id", "round", "kind", "target", "detail").unionByName(
+        run_starts.join(logged_starts, on="run_id", how="left_anti")
+    )
+    named_group = F.when(F.col("kind") == "quota", F.col("target")).when(
+        F.col("kind") == "demand", F.get_json_object("detail", "$.group")
+    )
+    applies = named_group.isNull() | (named_group == F.col("group"))
+    return (
+        all_events.join(groups.select(*GROUP).distinct(), on="run_id", how="inner")
+        .filter(applies)
+        .select(*GROUP, "round", "kind", "target")
+    )
+
+
+def convergence(group_rounds: DataFrame, events: DataFrame) -> DataFrame:
+    """Per run, group, dimension and event: `rounds_to_converge` (null: never settled after it)."""
+    Q, U, target, jain = F.col("quota"), F.col("usage"), F.col("target"), F.col("jain")
+    tolerance = F.when(Q < float("inf"), TARGET_TOLERANCE * Q).otherwise(TARGET_TOLERANCE * target)
+    on_target = F.abs(U - target) <= tolerance
+    fair_enough = jain.isNull() | (jain >= MIN_JAIN)
+    by_round = W.partitionBy(*GROUP).orderBy("round")
+    next_window = by_round.rangeBetween(0, CONVERGENCE_WINDOW - 1)  # rounds r .. r+W-1, by value
+    window_settled = (F.count("round").over(next_window) == CONVERGENCE_WINDOW) & F.bool_and("settled").over(
+        next_window
+    )
+    settled_starts = (
+        group_rounds.select(*GROUP_ROUND, (on_target & fair_enough).alias("settled"))
+        .select(*GROUP_ROUND, F.when(window_settled, F.col("round")).alias("settled_from"))
+        .select(*GROUP_ROUND, "settled_from", F.lit(None).cast("string").alias("kind"), F.lit(None).cast("string").alias("target"))
+    )
+    markers = group_events(events, group_rounds.select(*GROUP)).select(
+        *GROUP_ROUND, F.lit(None).cast("int").alias("settled_from"), "kind", "target"
+    )
+    from_here_on = by_round.rangeBetween(0, W.unboundedFollowing)
+    is_event = F.col("kind").isNotNull()
+    return (
+        settled_starts.unionByName(markers)
+        .select(*GROUP_ROUND, "kind", "target", F.min("settled_from").over(from_here_on).alias("first_settled"))
+        .filter(is_event)
+        .select(*GROUP_ROUND, "kind", "target", (F.col("first_settled") - F.col("round")).alias("rounds_to_converge"))
+    )
+
+
+def group_summary(group_rounds: DataFrame) -> DataFrame:
+    """Per run, group and dimension: peak overshoot, and means over the last quarter of the run's rounds."""
+    whole_run = W.partitionBy("run_id").rowsBetween(W.unboundedPreceding, W.unboundedFollowing)
+    first_round, last_round = F.min("round").over(whole_run), F.max("round").over(whole_run)
+    last_quarter_from = first_round + F.floor((last_round - first_round + 1) * 3 / 4)
+    in_last_quarter = F.col("round") >= F.col("last_quarter_from")
+    return (
+        group_rounds.withColumn("last_quarter_from", last_quarter_from)
+        .groupBy(*GROUP)
+        .agg(
+            F.max("overshoot").alias("peak_overshoot"),
+            F.avg(F.when(in_last_quarter, F.col("utilization"))).alias("utilization"),
+            F.avg(F.when(in_last_quarter, F.col("jain"))).alias("jain"),
+            F.avg(F.when(in_last_quarter, F.col("fairness_error"))).alias("fairness_error"),
+            F.avg("report_bytes").alias("report_bytes_per_round"),
+            F.count("round").alias("rounds"),
+        )
+        .select(
+            *GROUP, "peak_overshoot", "utilization", "jain", "fairness_error", "report_bytes_per_round", "rounds"
+        )
+    )
+
+
+_MESSAGE_COUNTS = ["reports_sent", "reports_suppressed", "deliveries_dropped", "reports_rejected"]
+
+
+def bandwidth_per_round(messages: DataFrame) -> DataFrame:
+    """Per run and round: bytes and reports summed over the publishing brokers."""
+    return (
+        messages.groupBy("run_id", "round")
+        .agg(
+            F.max("t_s").alias("t_s"),
+            F.count("broker").alias("brokers"),
+            F.sum("bytes_published").alias("bytes_published"),
+            F.sum("bytes_delivered").alias("bytes_delivered"),
+            *[F.sum(name).alias(name) for name in _MESSAGE_COUNTS],
+        )
+        .select("run_id", "round", "t_s", "brokers", "bytes_published", "bytes_delivered", *_MESSAGE_COUNTS)
+    )
+
+
+def bandwidth_per_broker(messages: DataFrame) -> DataFrame:
+    """Per run and broker: bytes per round (mean over the rounds it published in) and report counts."""
+    return (
+        messages.groupBy("run_id", "broker")
+        .agg(
+            F.count("round").alias("rounds"),
+            F.avg("bytes_published").alias("bytes_published_per_round"),
+            F.avg("bytes_delivered").alias("bytes_delivered_per_round"),
+            *[F.sum(name).alias(name) for name in _MESSAGE_COUNTS],
+        )
+        .select(
+            "run_id", "broker", "rounds", "bytes_published_per_round", "bytes_delivered_per_round", *_MESSAGE_COUNTS
+        )
+    )
+
+
+def run_bandwidth(bandwidth_per_round: DataFrame) -> DataFrame:
+    """Per run: the means per round of bytes published and delivered and of reports sent and suppressed."""
+    return (
+        bandwidth_per_round.groupBy("run_id")
+        .agg(
+            F.avg("bytes_published").alias("bytes_published_per_round"),
+            F.avg("bytes_delivered").alias("bytes_delivered_per_round"),
+            F.avg("reports_sent").alias("reports_sent_per_round"),
+            F.avg("reports_suppressed").alias("reports_suppressed_per_round"),
+        )
+        .select(
+            "run_id",
+            "bytes_published_per_round",
+            "bytes_delivered_per_round",
+            "reports_sent_per_round",
+            "reports_suppressed_per_round",
+        )
+    )
+
+
+def broker_limits(rounds: DataFrame, groups: DataFrame) -> DataFrame:
+    """Each broker's limit per round, for the few (run, group, dimension) rows of `groups` (for the figures)."""
+    return (
+        rounds.join(F.broadcast(groups.select(*GROUP)), on=GROUP, how="inner")
+        .groupBy(*GROUP_ROUND, "broker")
+        .agg(F.sum("limit").alias("limit"))
+        .select(*GROUP_ROUND, "broker", "limit")
+    )

@@ -1,0 +1,144 @@
+"""What comes back to the driver (small aggregated tables only) and `summary.json` built from it.
+
+The raw tables stay in Spark; the driver receives per-(group, round) and per-(run, round) aggregates, whose
+size does not grow with the number of brokers, and each broker's limit for the few groups the figures show.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+
+from experiments.report import metrics
+from experiments.report.load import Runs
+
+
+@dataclass(frozen=True)
+class Results:
+    """The aggregated tables, as pandas DataFrames with the columns of the `metrics` transform named."""
+
+    per_round: pd.DataFrame  # metrics.group_rounds
+    groups: pd.DataFrame  # metrics.group_summary
+    convergence: pd.DataFrame  # metrics.convergence
+    bandwidth: pd.DataFrame  # metrics.bandwidth_per_round
+    per_broker: pd.DataFrame  # metrics.bandwidth_per_broker
+    runs: pd.DataFrame  # metrics.run_bandwidth
+
+
+def collect_results(runs: Runs) -> Results:
+    """Run the metric jobs and collect their (small) results."""
+    per_round = metrics.group_rounds(metrics.broker_rounds(runs.rounds)).persist()  # read by three jobs
+    try:
+        per_bandwidth_round = metrics.bandwidth_per_round(runs.messages)
+        return Results(
+            per_round=_collect(per_round, metrics.GROUP_ROUND),
+            groups=_collect(metrics.group_summary(per_round), metrics.GROUP),
+            convergence=_collect(metrics.convergence(per_round, runs.events), [*metrics.GROUP_ROUND, "kind"]),
+            bandwidth=_collect(per_bandwidth_round, ["run_id", "round"]),
+            per_broker=_collect(metrics.bandwidth_per_broker(runs.messages), ["run_id", "broker"]),
+            runs=_collect(metrics.run_bandwidth(per_bandwidth_round), ["run_id"]),
+        )
+    finally:
+        per_round.unpersist()
+
+
+def collect_limits(spark: SparkSession, rounds: DataFrame, shown: list[tuple[str, str, str]]) -> pd.DataFrame:
+    """Each broker's limit per round for the shown (run_id, group, dimension) triples."""
+    keys = spark.createDataFrame(shown, "run_id string, group string, dimension string")
+    return _collect(metrics.broker_limits(rounds, keys), [*metrics.GROUP_ROUND, "broker"])
+
+
+def _collect(frame: DataFrame, order: list[str]) -> pd.DataFrame:
+    return frame.orderBy(*order).toPandas()
+
+
+def build_summary(manifests: dict[str, dict[str, Any]], results: Results) -> dict[str, Any]:
+    """`summary.json` as DESIGN.md shapes it, runs in the order given, groups by name, events by round.
+
+    Extra keys: per run `status`, `rounds`, `reports_sent_per_round`, `reports_suppressed_per_round` and
+    `overall` (the groups' scores pooled, for comparing runs); per group `fairness_error`,
+    `report_bytes_per_round`; per event `target`.
+    """
+    bandwidth = results.runs.set_index("run_id")
+    events_by_group = {key: rows for key, rows in results.convergence.groupby(metrics.GROUP, sort=False)}
+    runs = []
+    for run_id, manifest in manifests.items():
+        groups = [
+            _group_entry(row, events_by_group.get((run_id, row.group, row.dimension)))
+            for row in results.groups[results.groups["run_id"] == run_id].itertuples()
+        ]
+        traffic = bandwidth.loc[run_id] if run_id in bandwidth.index else {}
+        runs.append(
+            {
+                "run_id": run_id,
+                "scenario": manifest.get("scenario_name"),
+                "policy": _policy_name(manifest.get("policy")),
+                "bytes_published_per_round": _number(traffic.get("bytes_published_per_round")),
+                "bytes_delivered_per_round": _number(traffic.get("bytes_delivered_per_round")),
+                "groups": groups,
+                "status": manifest.get("status"),
+                "rounds": int(results.per_round.loc[results.per_round["run_id"] == run_id, "round"].nunique()),
+                "reports_sent_per_round": _number(traffic.get("reports_sent_per_round")),
+                "reports_suppressed_per_round": _number(traffic.get("reports_suppressed_per_round")),
+                "overall": _overall(groups),
+            }
+        )
+    return {"runs": runs}
+
+
+def _group_entry(row: Any, events: pd.DataFrame | None) -> dict[str, Any]:
+    return {
+        "group": row.group,
+        "dimension": row.dimension,
+        "peak_overshoot": _number(row.peak_overshoot),
+        "utilization": _number(row.utilization),
+        "jain": _number(row.jain),
+        "events": [
+            {
+                "round": int(event.round),
+                "kind": event.kind,
+                "rounds_to_converge": None if pd.isna(event.rounds_to_converge) else int(event.rounds_to_converge),
+                "target": event.target,
+            }
+            for event in ([] if events is None else events.itertuples())
+        ],
+        "fairness_error": _number(row.fairness_error),
+        "report_bytes_per_round": _number(row.report_bytes_per_round),
+    }
+
+
+def _overall(groups: list[dict[str, Any]]) -> dict[str, Any]:
+    """A run's scores over all its groups: the worst peak overshoot, mean scores, convergence over all events."""
+    waits = [event["rounds_to_converge"] for group in groups for event in group["events"]]
+    converged = [wait for wait in waits if wait is not None]
+    return {
+        "peak_overshoot": _number(max((g["peak_overshoot"] for g in groups if g["peak_overshoot"] is not None),
+                                      default=None)),
+        "utilization": _mean(group["utilization"] for group in groups),
+        "jain": _mean(group["jain"] for group in groups),
+        "fairness_error": _mean(group["fairness_error"] for group in groups),
+        "mean_rounds_to_converge": _mean(converged),
+        "events": len(waits),
+        "events_not_converged": len(waits) - len(converged),
+    }
+
+
+def _mean(values: Any) -> float | None:
+    present = [value for value in values if value is not None]
+    return sum(present) / len(present) if present else None
+
+
+def _number(value: Any) -> float | None:
+    """A JSON-safe float: None for a missing, NaN or infinite value (JSON has no Infinity)."""
+    if value is None or pd.isna(value) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _policy_name(policy: Any) -> str | None:
+    """The manifest's policy: a name, or the scenario's `{name, params}` mapping."""
+    return policy.get("name") if isinstance(policy, dict) else policy

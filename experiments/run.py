@@ -1,0 +1,104 @@
+"""`quotalab run SCENARIO`: one experiment, Parquet telemetry out."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow.dataset as ds
+from tqdm import tqdm
+
+from actors.backends import make_backend
+from actors.config import Scenario
+from actors.lockstep import run_lockstep
+from actors.telemetry import TelemetryWriter
+from experiments.cli import UserError
+from experiments.scenario import load_scenario
+
+
+def default_run_dir(scenario: Scenario) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{scenario.name}-{scenario.policy.name}-s{scenario.seed}-{stamp}"
+
+
+def run_scenario(
+    scenario: Scenario, run_dir: Path, *, address: str | None = None, progress: bool = True
+) -> Path:
+    """Run `scenario` into `run_dir` (created); returns it. The manifest's status tells how it ended."""
+    run_dir = Path(run_dir)
+    if (run_dir / "manifest.json").exists():
+        raise UserError(f"{run_dir}: already holds a run; choose another --out")
+    backend = make_backend(scenario.backend, address)
+    manifest = {
+        "scenario_name": scenario.name,
+        "policy": scenario.policy.name,
+        "seed": scenario.seed,
+        "backend": scenario.backend,
+        "mode": scenario.mode,
+        "scenario": scenario.to_dict(),
+    }
+    writer = TelemetryWriter(run_dir, run_dir.name, manifest)
+    bar = tqdm(total=scenario.rounds, desc=scenario.name, unit="round", disable=not progress, leave=False)
+    status = "failed"
+    try:
+        if scenario.mode == "realtime":
+            from actors.realtime import run_realtime
+
+            run_realtime(scenario, backend, writer, on_round=lambda _: bar.update())
+        else:
+            run_lockstep(scenario, backend, writer, on_round=lambda _: bar.update())
+        status = "complete"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        bar.close()
+        writer.close(status)
+    return run_dir
+
+
+def final_table(run_dir: Path) -> str:
+    """Per group and dimension: quota, each broker's final limit, total usage, rounds since the last event."""
+    rounds = ds.dataset(run_dir / "rounds", format="parquet").to_table()
+    if rounds.num_rows == 0:
+        return "(no telemetry)"
+    last_round = max(rounds.column("round").to_pylist())
+    last = rounds.filter(ds.field("round") == last_round).to_pandas()
+    events = ds.dataset(run_dir / "events", format="parquet").to_table().column("round").to_pylist()
+    since_event = last_round - max([0, *events])
+    lines = [f"{'group':<24} {'dimension':<20} {'quota':>9} {'usage':>9}  final limits"]
+    for (group, dimension), rows in last.groupby(["group", "dimension"], sort=True):
+        limits = ", ".join(f"{b}={limit:.1f}" for b, limit in zip(rows["broker"], rows["limit"], strict=True))
+        quota = rows["quota"].iloc[0]
+        lines.append(f"{group:<24} {dimension:<20} {quota:>9.1f} {rows['usage'].sum():>9.1f}  {limits}")
+    lines.append(f"round {last_round}: {since_event} rounds since the last event")
+    return "\n".join(lines)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run one scenario and write its telemetry",
+        description="Run one scenario file. Telemetry (Parquet) and manifest.json go to the run directory.",
+    )
+    parser.add_argument("scenario", type=Path, help="scenario YAML file (see experiments/scenarios/)")
+    parser.add_argument("--backend", choices=["local", "ray"], help="override the scenario's backend")
+    parser.add_argument("--mode", choices=["lockstep", "realtime"], help="override the scenario's mode")
+    parser.add_argument("--seed", type=int, help="override the scenario's seed")
+    parser.add_argument("--rounds", type=int, help="override the number of rounds")
+    parser.add_argument("--out", type=Path, help="the run directory itself (default: runs/<name>-<policy>-s<seed>-<time>)")
+    parser.add_argument("--address", help="Ray address of an existing cluster, e.g. 'auto' (ray backend)")
+    parser.set_defaults(handler=_handle)
+
+
+def _handle(args: argparse.Namespace) -> int:
+    overrides = {key: getattr(args, key) for key in ("backend", "mode", "seed", "rounds")}
+    scenario = load_scenario(args.scenario, {k: v for k, v in overrides.items() if v is not None})
+    if args.address and scenario.backend != "ray":
+        scenario = dataclasses.replace(scenario, backend="ray")
+    run_dir = run_scenario(scenario, args.out or default_run_dir(scenario), address=args.address)
+    print(final_table(run_dir))
+    print(f"telemetry: {run_dir}")
+    return 0

@@ -1,0 +1,114 @@
+"""Membership: session expiry, heartbeats, incarnations, clean leaves and the announcement cursor."""
+
+import pytest
+
+from actors.membership import Membership
+
+
+def registered(*brokers: str, timeout: float = 3.0) -> Membership:
+    membership = Membership(session_timeout=timeout)
+    for name in brokers:
+        membership.register(name, 0, now=0.0)
+    return membership
+
+
+def test_session_expires_after_the_timeout():
+    membership = registered("a")
+    assert membership.expire(2.9) == []
+    assert membership.alive() == ["a"]
+    assert membership.expire(3.0) == [("a", 0)]
+    assert membership.alive() == []
+
+
+def test_heartbeats_keep_a_session_alive():
+    membership = registered("a", "b")
+    for now in range(1, 10):
+        assert membership.heartbeat("a", 0, float(now))
+        assert membership.expire(float(now)) == ([("b", 0)] if now == 3 else [])
+    assert membership.alive() == ["a"]
+
+
+def test_a_death_is_announced_once():
+    membership = registered("a")
+    assert membership.expire(5.0) == [("a", 0)]
+    assert membership.expire(9.0) == []
+    assert not membership.heartbeat("a", 0, 9.0)  # an expired session does not come back
+    assert membership.alive() == []
+    assert membership.announcements(0) == ([("a", 0)], 1)
+
+
+def test_restart_registers_a_new_incarnation_and_announces_the_old_one():
+    membership = registered("a", "b")
+    membership.register("a", 1, now=1.0)  # crashed and came back before its session expired
+    assert membership.expire(1.0) == [("a", 0)]
+    assert membership.alive() == ["a", "b"]
+    assert not membership.heartbeat("a", 0, 2.0)  # the old incarnation is ignored...
+    assert membership.heartbeat("a", 1, 2.0)
+    assert membership.expire(3.5) == [("b", 0)]  # ...and the new one lives on its own heartbeats
+    assert membership.expire(5.0) == [("a", 1)]
+
+
+def test_restart_after_expiry_announces_nothing_more():
+    membership = registered("a")
+    assert membership.expire(4.0) == [("a", 0)]
+    membership.register("a", 1, now=4.0)
+    assert membership.expire(4.0) == []
+    assert membership.alive() == ["a"]
+
+
+def test_old_incarnation_heartbeat_does_not_delay_expiry():
+    membership = registered("a")
+    membership.register("a", 1, now=0.0)
+    membership.expire(0.0)
+    assert not membership.heartbeat("a", 0, 2.5)
+    assert membership.expire(3.0) == [("a", 1)]
+
+
+def test_registration_rules():
+    membership = registered("a")
+    membership.register("a", 0, now=2.0)  # the live incarnation again: a refresh
+    assert membership.expire(4.0) == []
+    with pytest.raises(ValueError, match="incarnation"):
+        membership.register("a", -1, now=4.0)
+    membership.deregister("a")
+    with pytest.raises(ValueError, match="ended"):
+        membership.register("a", 0, now=4.0)
+    assert not membership.heartbeat("nobody", 0, 4.0)
+    with pytest.raises(ValueError, match="session_timeout"):
+        Membership(session_timeout=0)
+
+
+def test_deregister_is_announced_and_gone():
+    membership = registered("a", "b")
+    membership.deregister("b")
+    assert membership.alive() == ["a"]
+    membership.deregister("b")  # a second leave changes nothing
+    assert membership.expire(1.0) == [("b", 0)]
+    assert membership.expire(10.0) == [("a", 0)]
+    assert not membership.heartbeat("b", 0, 10.0)
+
+
+def test_announcement_cursor():
+    membership = registered("a", "b", "c")
+    assert membership.announcements(0) == ([], 0)
+    membership.deregister("a")
+    news, cursor = membership.announcements(0)
+    assert (news, cursor) == ([("a", 0)], 1)
+    assert membership.announcements(cursor) == ([], 1)
+    membership.heartbeat("c", 0, 2.0)
+    membership.expire(3.0)
+    news, cursor = membership.announcements(cursor)
+    assert (news, cursor) == ([("b", 0)], 2)
+    assert membership.announcements(0) == ([("a", 0), ("b", 0)], 2)
+    for bad in (-1, 3):
+        with pytest.raises(ValueError, match="cursor"):
+            membership.announcements(bad)
+
+
+def test_readers_do_not_disturb_each_other():
+    """The lockstep reader (`expire`) and cursor readers see the same log independently."""
+    membership = registered("a", "b")
+    membership.deregister("a")
+    assert membership.announcements(0) == ([("a", 0)], 1)
+    assert membership.expire(0.0) == [("a", 0)]
+    assert membership.announcements(0) == ([("a", 0)], 1)

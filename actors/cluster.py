@@ -108,8 +108,13 @@ class Cluster:
         elif kind == "clock_skew":
             self.records[target].clock_offset_s = float(params["offset_s"])
             if target in self.up:
-                self.backend.gather([self.backend.call(self.host(target), "set_clock_offset", target,
-                                                       self.records[target].clock_offset_s)])
+                self.backend.gather(
+                    [
+                        self.backend.call(
+                            self.host(target), "set_clock_offset", target, self.records[target].clock_offset_s
+                        )
+                    ]
+                )
         else:
             raise ValueError(f"unknown event kind {kind!r}")
         return []
@@ -188,5 +193,10 @@ def _record(name: str, scenario: Scenario) -> BrokerRecord:
 
 def event_row(event: EventSpec, round_index: int, t_s: float) -> dict[str, object]:
     detail = {key: (value.__dict__ if isinstance(value, Profile) else value) for key, value in event.params.items()}
-    return {"round": round_index, "t_s": t_s, "kind": event.kind, "target": event.target,
-            "detail": json.dumps(detail, default=str)}
+    return {
+        "round": round_index,
+        "t_s": t_s,
+        "kind": event.kind,
+        "target": event.target,
+        "detail": json.dumps(detail, default=str),
+    }

@@ -33,7 +33,9 @@ def run_lockstep(
         leaving = apply_round_events(cluster, round_index, t_s, writer, now)
         published = leaving + [
             item
-            for batch in backend.gather([backend.call(h, "publish_phase", round_index, t_s) for h in cluster.live_hosts()])
+            for batch in backend.gather(
+                [backend.call(h, "publish_phase", round_index, t_s) for h in cluster.live_hosts()]
+            )
             for item in batch
         ]
         items = [(p.broker, shard, payload) for p in published for shard, payload in p.payloads]
@@ -66,8 +68,9 @@ def apply_round_events(
     for broker in cluster.brokers_joining(round_index):
         cluster.start(broker, now)
         if round_index > 0:
-            writer.add("events", _single({"round": round_index, "t_s": t_s, "kind": "join", "target": broker,
-                                          "detail": "{}"}))
+            writer.add(
+                "events", _single({"round": round_index, "t_s": t_s, "kind": "join", "target": broker, "detail": "{}"})
+            )
     for event in cluster.events_at(round_index):
         published += cluster.apply(event, now)
         writer.add("events", _single(event_row(event, round_index, t_s)))

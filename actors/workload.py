@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from itertools import pairwise
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np

@@ -103,8 +103,7 @@ class BrokerNode:
         self.limit = np.zeros((n_groups, len(settings.dimensions)))
         self.serving = np.zeros(n_groups, dtype=bool)
         self._buckets = [
-            TokenBucketArray(np.full(n_groups, np.inf), capacity=np.full(n_groups, np.inf))
-            for _ in settings.dimensions
+            TokenBucketArray(np.full(n_groups, np.inf), capacity=np.full(n_groups, np.inf)) for _ in settings.dimensions
         ]
         self._last_admit_s = now_s - settings.interval_s  # the first round covers one interval
         self._seq = 0

@@ -68,9 +68,7 @@ class UsageTable:
         """Local row of each global group id, and the mask of the ids this table holds."""
         positions = np.searchsorted(self._sorted_ids, group_ids)
         positions = np.clip(positions, 0, max(len(self._sorted_ids) - 1, 0))
-        known = (
-            self._sorted_ids[positions] == group_ids if len(self._sorted_ids) else np.zeros(len(group_ids), bool)
-        )
+        known = self._sorted_ids[positions] == group_ids if len(self._sorted_ids) else np.zeros(len(group_ids), bool)
         return self._order[positions], known
 
     def set_own(self, usage: np.ndarray, demand: np.ndarray, serving: np.ndarray, now_s: float) -> None:

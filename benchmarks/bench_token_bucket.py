@@ -68,14 +68,9 @@ def _quotalab(resolution_ns: int) -> Callable[[], Callable[[], bool]]:
     return make
 
 
-def _pyrate(algorithm: str) -> Callable[[], Callable[[], bool]]:
+def _pyrate(bucket: Callable[[Rate], object]) -> Callable[[], Callable[[], bool]]:
     def make() -> Callable[[], bool]:
-        rate = Rate(GENEROUS, Duration.SECOND)
-        if algorithm == "log":
-            bucket = InMemoryBucket([rate])
-        else:
-            bucket = StateBucket([rate], algorithm=PyrateTokenBucket())
-        try_acquire = Limiter(bucket).try_acquire
+        try_acquire = Limiter(bucket(Rate(GENEROUS, Duration.SECOND))).try_acquire
         return lambda: try_acquire("bench", 1, False)
 
     return make
@@ -117,8 +112,10 @@ def run(calls: int = 200_000, repeats: int = 3, groups: int = 5_000, array_calls
     contenders = {
         "quotalab TokenBucket.consume (resolution 16 ms)": _quotalab(16_000_000),
         "quotalab TokenBucket.consume (resolution 0)": _quotalab(0),
-        "pyrate_limiter Limiter.try_acquire (InMemoryBucket)": _pyrate("log"),
-        "pyrate_limiter Limiter.try_acquire (TokenBucket)": _pyrate("token"),
+        "pyrate_limiter Limiter.try_acquire (InMemoryBucket)": _pyrate(lambda rate: InMemoryBucket([rate])),
+        "pyrate_limiter Limiter.try_acquire (TokenBucket)": _pyrate(
+            lambda rate: StateBucket([rate], algorithm=PyrateTokenBucket())
+        ),
         "limits MovingWindowRateLimiter.hit (MemoryStorage)": _limits(MovingWindowRateLimiter),
         "limits FixedWindowRateLimiter.hit (MemoryStorage)": _limits(FixedWindowRateLimiter),
     }

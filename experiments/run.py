@@ -23,9 +23,7 @@ def default_run_dir(scenario: Scenario) -> Path:
     return Path("runs") / f"{scenario.name}-{scenario.policy.name}-s{scenario.seed}-{stamp}"
 
 
-def run_scenario(
-    scenario: Scenario, run_dir: Path, *, address: str | None = None, progress: bool = True
-) -> Path:
+def run_scenario(scenario: Scenario, run_dir: Path, *, address: str | None = None, progress: bool = True) -> Path:
     """Run `scenario` into `run_dir` (created); returns it. The manifest's status tells how it ended."""
     run_dir = Path(run_dir)
     if (run_dir / "manifest.json").exists():
@@ -88,7 +86,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--mode", choices=["lockstep", "realtime"], help="override the scenario's mode")
     parser.add_argument("--seed", type=int, help="override the scenario's seed")
     parser.add_argument("--rounds", type=int, help="override the number of rounds")
-    parser.add_argument("--out", type=Path, help="the run directory itself (default: runs/<name>-<policy>-s<seed>-<time>)")
+    parser.add_argument(
+        "--out", type=Path, help="the run directory itself (default: runs/<name>-<policy>-s<seed>-<time>)"
+    )
     parser.add_argument("--address", help="Ray address of an existing cluster, e.g. 'auto' (ray backend)")
     parser.set_defaults(handler=_handle)
 

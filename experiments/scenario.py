@@ -31,6 +31,7 @@ import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields, replace
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     """Validate the raw mapping of a scenario file; `source` names it in errors and locates trace files."""
     try:
         return _scenario(_top_level(data, source), Path(source).parent)
-    except _Invalid as invalid:
+    except _FieldError as invalid:
         raise ScenarioError(source, invalid.key, invalid.problem) from None
 
 
@@ -112,7 +113,7 @@ def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> di
     return result
 
 
-# --- reading the file -------------------------------------------------------------------------------------
+# --- reading the file ---------------------------------------------------------------------------------------
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -122,11 +123,10 @@ class _StrictLoader(yaml.SafeLoader):
         seen = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, str | int | float | bool) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark
-                )
-            seen.add(key)
+            if isinstance(key, str | int | float | bool):
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+                seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
 
@@ -148,7 +148,7 @@ def _read_yaml(path: Path, source: str) -> Any:
     except OSError as error:
         raise ScenarioError(source, "", f"cannot read: {error.strerror}") from None
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader)
+        return yaml.load(text, Loader=_StrictLoader)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -169,7 +169,7 @@ def _top_level(data: Any, source: str) -> dict[str, Any]:
 # --- checks, one helper per kind ----------------------------------------------------------------------------
 
 
-class _Invalid(Exception):
+class _FieldError(Exception):
     """A problem at a dotted key; `parse_scenario` adds the file name."""
 
     def __init__(self, key: str, problem: str) -> None:
@@ -199,9 +199,8 @@ def _show(value: Any) -> str:
 
 def _listing(names: Collection[str], shown: int = 6) -> str:
     """A short list of names for a message (a generated scenario may have 100,000 groups)."""
-    head = list(names)[:shown] if len(names) > shown else list(names)
     more = f" and {len(names) - shown} more" if len(names) > shown else ""
-    return ", ".join(head) + more
+    return ", ".join(islice(names, shown)) + more
 
 
 @dataclass(frozen=True)
@@ -237,40 +236,40 @@ def _rounds_range(rounds: int) -> _Range:
 
 def _number(value: Any, key: str, valid: _Range = _ANY, integer: bool = False) -> Any:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise _Invalid(key, f"must be {'an integer' if integer else 'a finite number'}, got {_show(value)}")
+        raise _FieldError(key, f"must be {'an integer' if integer else 'a finite number'}, got {_show(value)}")
     if integer and not isinstance(value, int):
-        raise _Invalid(key, f"must be an integer, got {_show(value)}")
+        raise _FieldError(key, f"must be an integer, got {_show(value)}")
     if value not in valid:
-        raise _Invalid(key, f"must be {valid}, got {_show(value)}")
+        raise _FieldError(key, f"must be {valid}, got {_show(value)}")
     return value
 
 
 def _bool(value: Any, key: str) -> bool:
     if not isinstance(value, bool):
-        raise _Invalid(key, f"must be true or false, got {_show(value)}")
+        raise _FieldError(key, f"must be true or false, got {_show(value)}")
     return value
 
 
 def _string(value: Any, key: str, choices: Sequence[str] | None = None) -> str:
     if not isinstance(value, str) or not value:
-        raise _Invalid(key, f"must be a non-empty string, got {_show(value)}")
+        raise _FieldError(key, f"must be a non-empty string, got {_show(value)}")
     if choices is not None and value not in choices:
-        raise _Invalid(key, f"must be one of {', '.join(choices)}, got {value!r}")
+        raise _FieldError(key, f"must be one of {', '.join(choices)}, got {value!r}")
     return value
 
 
 def _known(value: Any, key: str, names: Collection[str], what: str) -> str:
     name = _string(value, key)
     if name not in names:
-        raise _Invalid(key, f"unknown {what} {name!r} (known: {_listing(names)})")
+        raise _FieldError(key, f"unknown {what} {name!r} (known: {_listing(names)})")
     return name
 
 
 def _list(value: Any, key: str, non_empty: bool = True) -> list[Any]:
     if not isinstance(value, list):
-        raise _Invalid(key, f"must be a list, got {_show(value)}")
+        raise _FieldError(key, f"must be a list, got {_show(value)}")
     if non_empty and not value:
-        raise _Invalid(key, "must not be empty")
+        raise _FieldError(key, "must not be empty")
     return value
 
 
@@ -278,14 +277,14 @@ def _mapping(
     value: Any, key: str, allowed: Sequence[str] | None = None, required: Sequence[str] = ()
 ) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise _Invalid(key, f"must be a mapping, got {_show(value)}")
+        raise _FieldError(key, f"must be a mapping, got {_show(value)}")
     if allowed is not None:
         for name in value:
             if name not in allowed:
-                raise _Invalid(_at(key, str(name)), f"unknown key (allowed: {', '.join(allowed)})")
+                raise _FieldError(_at(key, str(name)), f"unknown key (allowed: {', '.join(allowed)})")
     for name in required:
         if name not in value:
-            raise _Invalid(_at(key, name), "required")
+            raise _FieldError(_at(key, name), "required")
     return value
 
 
@@ -294,7 +293,7 @@ def _unique(items: Sequence[Any], key: str, what: str, attr: str = "name") -> No
     for index, item in enumerate(items):
         name = getattr(item, attr)
         if name in first:
-            raise _Invalid(_at(_at(key, index), attr), f"duplicate {what} {name!r} (also {key}[{first[name]}])")
+            raise _FieldError(_at(_at(key, index), attr), f"duplicate {what} {name!r} (also {key}[{first[name]}])")
         first[name] = index
 
 
@@ -349,9 +348,11 @@ def _body(cls: type, raw: Any, key: str) -> dict[str, Any]:
     return _mapping(raw, key, _names(cls), required)
 
 
-def _plain_fields(cls: type, body: Mapping[str, Any], key: str, rules: Mapping[str, Any] = {}) -> dict:  # noqa: B006
+def _plain_fields(
+    cls: type, body: Mapping[str, Any], key: str, rules: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The plain fields of `cls` present in `body`, converted and checked; `rules` adds to `_RULES`."""
-    rules = {**_RULES.get(cls, {}), **rules}
+    rules = {**_RULES.get(cls, {}), **(rules or {})}
     return {
         f.name: _PLAIN[f.type](body[f.name], _at(key, f.name), rules.get(f.name))
         for f in fields(cls)
@@ -364,12 +365,12 @@ def _spec(cls: type, raw: Any, key: str) -> Any:
     return cls(**_plain_fields(cls, _body(cls, raw, key), key))
 
 
-# --- the scenario ---------------------------------------------------------------------------------------------
+# --- the scenario -------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class _Context:
-    """What names and rounds refer to, for the sections that refer to them."""
+    """What names and rounds refer to, for the sections that refer to them (names in file order)."""
 
     rounds: int
     base_dir: Path
@@ -384,18 +385,17 @@ def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
     if "generated" in top:
         for clash in ("groups", "brokers"):
             if clash in top:
-                raise _Invalid(clash, "cannot be given with 'generated', which writes the groups and brokers")
+                raise _FieldError(clash, "cannot be given with 'generated', which writes the groups and brokers")
         seed = settings.get("seed", Scenario.seed)
         groups, brokers, generated = _generated(top["generated"], "generated", seed)
     else:
         for missing in ("groups", "brokers"):
             if missing not in top:
-                raise _Invalid(missing, "required (or a 'generated' block)")
+                raise _FieldError(missing, "required (or a 'generated' block)")
         groups = _groups(top["groups"], "groups")
-        context = replace(context, groups={group.name for group in groups})
-        brokers = _brokers(top["brokers"], "brokers", context)
+        brokers = _brokers(top["brokers"], "brokers", replace(context, groups=_by_name(groups)))
         generated = None
-    context = replace(context, groups={g.name for g in groups}, brokers={b.name for b in brokers})
+    context = replace(context, groups=_by_name(groups), brokers=_by_name(brokers))
     return Scenario(
         **settings,
         groups=groups,
@@ -410,11 +410,15 @@ def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
     )
 
 
+def _by_name(items: Sequence[GroupSpec] | Sequence[BrokerSpec]) -> dict[str, None]:
+    return dict.fromkeys(item.name for item in items)
+
+
 def _policy(raw: Any, key: str) -> PolicySpec:
     body = _body(PolicySpec, raw, key)
     name = _plain_fields(PolicySpec, body, key).get("name", PolicySpec.name)
     if name not in policies.POLICIES:
-        raise _Invalid(_at(key, "name"), f"unknown policy {name!r} (known: {', '.join(policies.POLICIES)})")
+        raise _FieldError(_at(key, "name"), f"unknown policy {name!r} (known: {', '.join(policies.POLICIES)})")
     params_key = _at(key, "params")
     params = _mapping(body.get("params", {}), params_key)
     for param, value in params.items():
@@ -422,7 +426,7 @@ def _policy(raw: Any, key: str) -> PolicySpec:
     try:
         policies.check_params(name, params)
     except ValueError as error:
-        raise _Invalid(params_key, str(error)) from None
+        raise _FieldError(params_key, str(error)) from None
     return PolicySpec(name=name, params=dict(params))
 
 
@@ -430,7 +434,7 @@ def _quota_value(value: Any, key: str) -> float:
     if value == UNLIMITED:
         return -1.0
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
-        raise _Invalid(key, f"must be a number >= 0 or '{UNLIMITED}', got {_show(value)}")
+        raise _FieldError(key, f"must be a number >= 0 or '{UNLIMITED}', got {_show(value)}")
     return float(value)
 
 
@@ -439,7 +443,7 @@ def _quota(raw: Any, key: str, also_allowed: Sequence[str] = ()) -> dict[str, fl
     body = _mapping(raw, key, (*also_allowed, *DIMENSIONS))
     quota = {dim: _quota_value(body[dim], _at(key, dim)) for dim in DIMENSIONS if dim in body}
     if not quota:
-        raise _Invalid(key, f"must set at least one of {', '.join(DIMENSIONS)}")
+        raise _FieldError(key, f"must set at least one of {', '.join(DIMENSIONS)}")
     return quota
 
 
@@ -488,15 +492,14 @@ def _profile(value: Any, key: str, context: _Context) -> Profile:
         params_key = _at(key, kind)
         params = _read_trace(spec, params_key, context) if kind == "trace" else dict(_mapping(spec, params_key))
     else:
-        raise _Invalid(
-            key, f"must be a number or one profile ({', '.join(workload.PROFILES)}), got {_show(value)}"
-        )
+        raise _FieldError(key, f"must be a number or one profile ({', '.join(workload.PROFILES)}), got {_show(value)}")
     try:
         workload.check_profile(kind, params)
     except workload.ProfileError as error:
         if kind == "trace":  # its params come from the file: name the file, not a key the user never wrote
-            raise _Invalid(params_key, f"{value['trace']}: {error}") from None
-        raise _Invalid(_at(params_key, error.param) if kind != "constant" else key, error.problem) from None
+            raise _FieldError(params_key, f"{value['trace']}: {error}") from None
+        where = key if params_key == key else _at(params_key, error.param)  # a bare number is the rate
+        raise _FieldError(where, error.problem) from None
     return Profile(kind, params)
 
 
@@ -506,19 +509,19 @@ def _read_trace(value: Any, key: str, context: _Context) -> dict[str, list]:
     try:
         text = (context.base_dir / name).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise _Invalid(key, f"no such file {name!r} (relative to {context.base_dir})") from None
+        raise _FieldError(key, f"no such file {name!r} (relative to {context.base_dir})") from None
     except (OSError, UnicodeDecodeError) as error:
-        raise _Invalid(key, f"cannot read {name!r}: {error}") from None
+        raise _FieldError(key, f"cannot read {name!r}: {error}") from None
     reader = csv.DictReader(io.StringIO(text))
     if not {"round", "msgs_per_s"} <= set(reader.fieldnames or ()):
-        raise _Invalid(key, f"{name}: needs the columns round,msgs_per_s, got {','.join(reader.fieldnames or ())}")
+        raise _FieldError(key, f"{name}: needs the columns round,msgs_per_s, got {','.join(reader.fieldnames or ())}")
     rounds, rates = [], []
     for row in reader:
         try:
             rounds.append(int(row["round"]))
             rates.append(float(row["msgs_per_s"]))
         except (TypeError, ValueError):
-            raise _Invalid(
+            raise _FieldError(
                 key, f"{name} line {reader.line_num}: round must be an integer and msgs_per_s a number"
             ) from None
     return {"rounds": rounds, "rates": rates}
@@ -546,13 +549,13 @@ def _partitions(raw: Any, key: str, context: _Context) -> tuple[tuple[str, ...],
             member_key = _at(part_key, position)
             name = _known(member, member_key, context.brokers, "broker")
             if name in seen:
-                raise _Invalid(member_key, f"broker {name!r} is already in {seen[name]}")
+                raise _FieldError(member_key, f"broker {name!r} is already in {seen[name]}")
             seen[name] = part_key
         partitions.append(tuple(members))
     return tuple(partitions)
 
 
-# --- events ---------------------------------------------------------------------------------------------------
+# --- events -------------------------------------------------------------------------------------------------
 
 EventParser = Callable[[Any, str, _Context], tuple[str, dict[str, Any]]]
 
@@ -569,15 +572,15 @@ def _demand_event(value: Any, key: str, context: _Context) -> tuple[str, dict[st
 
 
 def _quota_event(value: Any, key: str, context: _Context) -> tuple[str, dict[str, Any]]:
-    quota = _quota(value, key, also_allowed=("group",))
-    _mapping(value, key, required=("group",))
-    return _known(value["group"], _at(key, "group"), context.groups, "group"), quota
+    body = _mapping(value, key, required=("group",))
+    group = _known(body["group"], _at(key, "group"), context.groups, "group")
+    return group, _quota(body, key, also_allowed=("group",))
 
 
 def _channel_event(value: Any, key: str, context: _Context) -> tuple[str, dict[str, Any]]:
     changes = _channel(value, key, context, exclude=("shards",))  # the topology is fixed at the start
     if not changes:
-        raise _Invalid(key, "must change at least one channel setting")
+        raise _FieldError(key, "must change at least one channel setting")
     return "", changes
 
 
@@ -610,7 +613,7 @@ _NEEDS = {"left": "has left (a first join is the broker's join_at)", "up": "is u
 
 
 def _events(raw: Any, key: str, context: _Context, brokers: Sequence[BrokerSpec]) -> tuple[EventSpec, ...]:
-    events = [_event(item, _at(key, index), context) for index, item in enumerate(_list(raw, key, False))]
+    events = [_event(item, _at(key, index), context) for index, item in enumerate(_list(raw, key, non_empty=False))]
     _check_lifecycle(events, key, brokers)
     return tuple(sorted(events, key=lambda event: event.at))
 
@@ -621,7 +624,7 @@ def _event(raw: Any, key: str, context: _Context) -> EventSpec:
     kinds = [name for name in body if name != "at"]
     if len(kinds) != 1:
         got = ", ".join(kinds) or "none"
-        raise _Invalid(key, f"needs exactly one of {', '.join(_EVENTS)} besides 'at', got {got}")
+        raise _FieldError(key, f"needs exactly one of {', '.join(_EVENTS)} besides 'at', got {got}")
     kind = kinds[0]
     target, params = _EVENTS[kind](body[kind], _at(key, kind), context)
     return EventSpec(at=at, kind=kind, target=target, params=params)
@@ -642,15 +645,14 @@ def _check_lifecycle(events: Sequence[EventSpec], key: str, brokers: Sequence[Br
         current = state[event.target]
         if current != needed:
             shown = "not joined yet (join_at is later)" if current == "waiting" else current
-            raise _Invalid(
+            raise _FieldError(
                 _at(_at(key, index), event.kind),
-                f"broker {event.target!r} is {shown} at round {at}; {event.kind} needs a broker that "
-                f"{_NEEDS[needed]}",
+                f"broker {event.target!r} is {shown} at round {at}; {event.kind} needs a broker that {_NEEDS[needed]}",
             )
         state[event.target] = after
 
 
-# --- generated scenarios --------------------------------------------------------------------------------------
+# --- generated scenarios ------------------------------------------------------------------------------------
 
 _GENERATED_KEYS = ("groups", "brokers", "brokers_per_group", "quota", "msgs_per_s", "msg_bytes", "topics", "seed")
 
@@ -700,10 +702,10 @@ def _uniform(value: Any, key: str) -> tuple[float, float]:
         bounds_key = _at(key, "uniform")
         bounds = _list(_mapping(value, key, ("uniform",), ("uniform",))["uniform"], bounds_key)
         if len(bounds) != 2:
-            raise _Invalid(bounds_key, f"must be [low, high], got {len(bounds)} numbers")
+            raise _FieldError(bounds_key, f"must be [low, high], got {len(bounds)} numbers")
         low, high = (float(_number(b, _at(bounds_key, i), _NON_NEGATIVE)) for i, b in enumerate(bounds))
         if low > high:
-            raise _Invalid(bounds_key, f"low must be <= high, got [{low}, {high}]")
+            raise _FieldError(bounds_key, f"low must be <= high, got [{low}, {high}]")
         return low, high
     rate = float(_number(value, key, _NON_NEGATIVE))
     return rate, rate

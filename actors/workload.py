@@ -1,8 +1,9 @@
 """Offered load per round: one small pure function per rate profile, chosen by name from `PROFILES`.
 
-A profile is evaluated at the round counted from when its workload started (`since_round`: 0 for a workload
-written in the scenario, the event's round for a `demand` event), so a ramp or a trace replays the same way
-whenever it is switched on. The result is a rate in msgs/s for that round, never negative.
+A profile is evaluated at the round counted from when its workload started (`since_round`, chosen by the
+caller: the runtime passes the broker's `join_at` for a workload of the scenario file and the event's round
+for a `demand` event), so a ramp or a trace plays the same way whenever it is switched on. The result is a
+rate in msgs/s for that round, never negative.
 
 `check_profile` validates a profile's parameters next to the code that evaluates them; the scenario parser
 calls it so that a bad profile is refused when the file loads, not when the round comes.

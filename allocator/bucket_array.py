@@ -90,9 +90,7 @@ class TokenBucketArray:
         """Seconds per group until the balance reaches `max(1, 1% of capacity)` (0 if there, or unlimited)."""
         return throttle_duration(self._advance(now_ns), self.rate_per_s, self.capacity)
 
-    def set_rate(
-        self, rate_per_s: np.ndarray, now_ns: int, capacity: np.ndarray | float | None = None
-    ) -> None:
+    def set_rate(self, rate_per_s: np.ndarray, now_ns: int, capacity: np.ndarray | float | None = None) -> None:
         """Change every group's rate and capacity, keeping balance and debt.
 
         Capacity follows the rate (one second's worth) unless given. The time up to `now_ns` is refilled at

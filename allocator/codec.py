@@ -7,19 +7,21 @@ Wire layout, version 1. The outer envelope is a msgpack array::
 
 `flags` bit 0 (`COMPRESSED`) says `body` is a zlib stream. The signature covers a domain tag, the version,
 the flags and the body bytes as sent, so it is checked before anything is decompressed. The body, once
-decompressed, is a msgpack array of eleven items::
+decompressed, is a msgpack array of ten items::
 
     [broker: str, incarnation: int, seq: int, sent_at_ms: int, interval_ms: int,
-     dimensions: [str, ...],
-     id_width: 1 | 2 | 4 | 8,          bytes per group id
-     group_ids: bin,                   n ids, little-endian unsigned of id_width bytes (signed when 8)
-     usage: bin,                       n x D float64, little-endian, row-major
-     demand: bin | nil,                n x D float64, as usage
-     dictionary: {int: str} | nil]     group id -> name
+     dimensions: [str, ...],                    D of DIMENSIONS, in the sender's order
+     group_ids: ids,                            n ids
+     usage: bin,                                n x D float64, little-endian, row-major
+     demand: bin | nil,                         n x D float64, as usage
+     dictionary: [ids, names: bin] | nil]       m ids and their names: UTF-8, separated by NUL
 
-Numeric columns travel as raw bytes rather than msgpack lists: packing 5,000 ids as a list costs ~250 us,
-as bytes ~3 us, and the id width is the smallest that holds the largest id (4 bytes for a catalogue of
-100,000 namespaces instead of 8). Rates stay float64 so a round trip is exact.
+    ids = [width: 1 | 2 | 4 | 8, bin]           little-endian integers of `width` bytes (unsigned below 8)
+
+Columns travel as raw bytes rather than msgpack lists or maps, which Python builds one object at a time:
+5,000 ids as a list cost ~250 us to pack, as bytes ~3 us; a 5,000-name map costs ~2.5 ms to unpack and
+check, a NUL-joined blob a fraction of that. Ids take the fewest bytes that hold the largest (4 for a
+catalogue of 100,000 namespaces). Rates stay float64 so a round trip is exact.
 
 Decoding trusts nothing: every failure, whatever the input, is a `ReportError` with a short reason, so a
 broker can count and drop a bad report without ever failing because of one.
@@ -42,7 +44,7 @@ MAX_REPORT_BYTES = 8 * 1024 * 1024
 """Default size limit, on the bytes received and again on the decompressed body.
 
 A report of 5,000 groups x 4 dimensions with demand (at most 72 bytes a group) and a dictionary of 80-byte
-names (~90 bytes a group) is under 1 MiB; the limit leaves room for a broker hosting several times that.
+names (~85 bytes a group) is under 1 MiB; the limit leaves room for a broker hosting several times that.
 """
 
 DIMENSIONS = ("publish_msgs_per_s", "publish_bytes_per_s", "dispatch_msgs_per_s", "dispatch_bytes_per_s")
@@ -55,7 +57,7 @@ _ZLIB_LEVEL = 1  # level 6 is 3-7x slower here for ~25% fewer bytes on rates; ra
 _INT64_MAX = 2**63 - 1
 _ID_DTYPES = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<i8")}
 _RATE_DTYPE = np.dtype("<f8")
-_BODY_ITEMS = 11
+_BODY_ITEMS = 10
 _MSGPACK_ERRORS = (ValueError, TypeError, msgpack.UnpackException)
 
 
@@ -116,24 +118,17 @@ def encode_report(report: UsageReport, *, key: bytes | None = None, compress: bo
         raise ReportError(f"dimensions is {_type_name(report.dimensions)}, not a tuple")
     dimensions = list(report.dimensions)
     _check_dimensions(dimensions)
-    group_ids = _group_ids_array(report.group_ids)
+    group_ids = _ids_array(report.group_ids, "group ids")
     usage = _rates_array(report.usage, "usage")
     demand = None if report.demand is None else _rates_array(report.demand, "demand")
     _check_columns(group_ids, usage, demand, len(dimensions))
-    dictionary = None
-    if report.dictionary is not None:
-        if not isinstance(report.dictionary, dict):
-            raise ReportError(f"dictionary is {_type_name(report.dictionary)}, not a dict")
-        dictionary = {_as_int(group_id): name for group_id, name in report.dictionary.items()}
-        _check_dictionary(dictionary)
+    dictionary = None if report.dictionary is None else _pack_dictionary(report.dictionary)
 
-    id_width = _id_width(group_ids)
     body = msgpack.packb(
         [
             *header,
             dimensions,
-            id_width,
-            group_ids.astype(_ID_DTYPES[id_width], copy=False).tobytes(),
+            _pack_ids(group_ids),
             usage.astype(_RATE_DTYPE, copy=False).tobytes(),
             None if demand is None else demand.astype(_RATE_DTYPE, copy=False).tobytes(),
             dictionary,
@@ -192,7 +187,7 @@ def _signature(key: bytes, version: int, flags: int, body: bytes) -> bytes:
 
 
 def _check_key(key: bytes | None) -> None:
-    """A missing or empty key is a configuration mistake, not a bad report: plain `ValueError`."""
+    """A wrong key is a configuration mistake, not a bad report: plain `ValueError`."""
     if key is not None and (not isinstance(key, bytes) or not key):
         raise ValueError("key must be non-empty bytes or None")
 
@@ -251,18 +246,15 @@ def _parse_body(fields: Any) -> UsageReport:
         raise ReportError(f"body is {_type_name(fields)}, not an array")
     if len(fields) != _BODY_ITEMS:
         raise ReportError(f"body has {len(fields)} items, not {_BODY_ITEMS}")
-    (broker, incarnation, seq, sent_at_ms, interval_ms, dimensions, id_width, id_bytes, usage_bytes,
-     demand_bytes, dictionary) = fields  # fmt: skip
+    broker, incarnation, seq, sent_at_ms, interval_ms, dimensions, ids, usage_bytes, demand_bytes, dictionary = fields
     _check_header(broker, incarnation, seq, sent_at_ms, interval_ms)
     if not isinstance(dimensions, list):
         raise ReportError(f"dimensions is {_type_name(dimensions)}, not an array")
     _check_dimensions(dimensions)
-    group_ids = _group_ids_from_bytes(id_width, id_bytes)
-    usage = _rates_from_bytes(usage_bytes, len(dimensions), "usage")
-    demand = None if demand_bytes is None else _rates_from_bytes(demand_bytes, len(dimensions), "demand")
+    group_ids = _unpack_ids(ids, "group ids")
+    usage = _unpack_rates(usage_bytes, len(dimensions), "usage")
+    demand = None if demand_bytes is None else _unpack_rates(demand_bytes, len(dimensions), "demand")
     _check_columns(group_ids, usage, demand, len(dimensions))
-    if dictionary is not None:
-        _check_dictionary(dictionary)
     return UsageReport(
         broker=broker,
         incarnation=incarnation,
@@ -273,7 +265,7 @@ def _parse_body(fields: Any) -> UsageReport:
         group_ids=group_ids,
         usage=usage,
         demand=demand,
-        dictionary=dictionary,
+        dictionary=None if dictionary is None else _unpack_dictionary(dictionary),
     )
 
 
@@ -315,17 +307,54 @@ def _check_dimensions(dimensions: list[Any]) -> None:
         raise ReportError("a dimension repeats")
 
 
-def _group_ids_array(group_ids: Any) -> np.ndarray:
-    ids = np.asarray(group_ids)
-    if ids.ndim != 1:
-        raise ReportError(f"group ids have shape {ids.shape}, not (n,)")
-    if ids.size == 0:
+def _ids_array(ids: Any, what: str) -> np.ndarray:
+    """The sender's ids as int64[n]: any integer dtype that fits, or an empty array of any dtype."""
+    try:
+        array = np.asarray(ids)
+    except (TypeError, ValueError, OverflowError) as error:
+        raise ReportError(f"{what} are not an array") from error
+    if array.ndim != 1:
+        raise ReportError(f"{what} have shape {array.shape}, not (n,)")
+    if array.size == 0:
         return np.zeros(0, dtype=np.int64)
-    if ids.dtype.kind not in "iu":
-        raise ReportError(f"group ids are {ids.dtype}, not integers")
-    if ids.dtype.kind == "u" and ids.max() > _INT64_MAX:
-        raise ReportError("a group id is over 2**63 - 1")
-    return ids.astype(np.int64, copy=False)
+    if array.dtype.kind not in "iu":
+        raise ReportError(f"{what} are {array.dtype}, not integers")
+    if array.dtype.kind == "u" and array.max() > _INT64_MAX:
+        raise ReportError(f"one of the {what} is over 2**63 - 1")
+    return array.astype(np.int64, copy=False)
+
+
+def _pack_ids(ids: np.ndarray) -> list[Any]:
+    """`[width, bytes]` with the fewest bytes per id (1, 2, 4 or 8) that hold every id."""
+    largest = int(ids.max()) if ids.size else 0
+    width = next((w for w in (1, 2, 4) if largest < 256**w), 8)
+    return [width, ids.astype(_ID_DTYPES[width], copy=False).tobytes()]
+
+
+def _unpack_ids(ids: Any, what: str) -> np.ndarray:
+    if not isinstance(ids, list) or len(ids) != 2:
+        raise ReportError(f"{what} are not a [width, bytes] pair")
+    width, data = ids
+    if type(width) is not int or width not in _ID_DTYPES:
+        raise ReportError(f"{what} width {width!r} not in 1, 2, 4, 8")
+    if not isinstance(data, bytes):
+        raise ReportError(f"{what} are {_type_name(data)}, not bytes")
+    if len(data) % width:
+        raise ReportError(f"{what} are {len(data)} bytes, not a multiple of {width}")
+    return np.frombuffer(data, dtype=_ID_DTYPES[width]).astype(np.int64, copy=False)
+
+
+def _check_ids(ids: np.ndarray, what: str) -> None:
+    """Non-negative and unique, vectorised (a sort: ~50 us for 5,000 ids)."""
+    if ids.size == 0:
+        return
+    if ids.min() < 0:
+        raise ReportError(f"negative {what} {ids.min()}")
+    ordered = np.sort(ids)
+    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+    if repeated.size:
+        shown = ", ".join(str(i) for i in np.unique(repeated)[:5])
+        raise ReportError(f"duplicate {what}s: {shown}")
 
 
 def _rates_array(rates: Any, name: str) -> np.ndarray:
@@ -335,17 +364,7 @@ def _rates_array(rates: Any, name: str) -> np.ndarray:
         raise ReportError(f"{name} is not numeric") from error
 
 
-def _group_ids_from_bytes(id_width: Any, id_bytes: Any) -> np.ndarray:
-    if type(id_width) is not int or id_width not in _ID_DTYPES:
-        raise ReportError(f"group id width {id_width!r} not in 1, 2, 4, 8")
-    if not isinstance(id_bytes, bytes):
-        raise ReportError(f"group ids are {_type_name(id_bytes)}, not bytes")
-    if len(id_bytes) % id_width:
-        raise ReportError(f"group ids are {len(id_bytes)} bytes, not a multiple of {id_width}")
-    return np.frombuffer(id_bytes, dtype=_ID_DTYPES[id_width]).astype(np.int64, copy=False)
-
-
-def _rates_from_bytes(data: Any, n_dimensions: int, name: str) -> np.ndarray:
+def _unpack_rates(data: Any, n_dimensions: int, name: str) -> np.ndarray:
     if not isinstance(data, bytes):
         raise ReportError(f"{name} is {_type_name(data)}, not bytes")
     row_bytes = n_dimensions * _RATE_DTYPE.itemsize
@@ -371,40 +390,51 @@ def _check_columns(group_ids: np.ndarray, usage: np.ndarray, demand: np.ndarray 
             raise ReportError(f"{name} has NaN" if np.isnan(rates).any() else f"{name} has inf")
         if (rates < 0).any():
             raise ReportError(f"{name} has negative values")
-    if n == 0:
-        return
-    if group_ids.min() < 0:
-        raise ReportError(f"negative group id {group_ids.min()}")
-    ordered = np.sort(group_ids)
-    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
-    if repeated.size:
-        shown = ", ".join(str(i) for i in np.unique(repeated)[:5])
-        raise ReportError(f"duplicate group ids: {shown}")
+    _check_ids(group_ids, "group id")
 
 
-def _check_dictionary(dictionary: Any) -> None:
+def _pack_dictionary(dictionary: Any) -> list[Any]:
     if not isinstance(dictionary, dict):
-        raise ReportError(f"dictionary is {_type_name(dictionary)}, not a map")
-    for group_id, name in dictionary.items():
-        if type(group_id) is not int:
-            raise ReportError(f"dictionary key is {_type_name(group_id)}, not int")
-        if not 0 <= group_id <= _INT64_MAX:
-            raise ReportError(f"dictionary key {group_id} is out of range")
-        if not isinstance(name, str):
-            raise ReportError(f"dictionary name for group {group_id} is {_type_name(name)}, not str")
-        if not name:
-            raise ReportError(f"dictionary name for group {group_id} is empty")
-    if len(set(dictionary.values())) != len(dictionary):
+        raise ReportError(f"dictionary is {_type_name(dictionary)}, not a dict")
+    ids = _ids_array(list(dictionary), "dictionary ids")
+    names = list(dictionary.values())
+    try:
+        text = "\0".join(names)
+    except TypeError as error:
+        raise ReportError("a dictionary name is not str") from error
+    if names and text.count("\0") != len(names) - 1:
+        raise ReportError("a dictionary name contains NUL")
+    _check_dictionary(ids, names)
+    try:
+        return [_pack_ids(ids), text.encode()]
+    except UnicodeEncodeError as error:
+        raise ReportError("a dictionary name is not valid Unicode") from error
+
+
+def _unpack_dictionary(dictionary: Any) -> dict[int, str]:
+    if not isinstance(dictionary, list) or len(dictionary) != 2:
+        raise ReportError("dictionary is not an [ids, names] pair")
+    ids = _unpack_ids(dictionary[0], "dictionary ids")
+    blob = dictionary[1]
+    if not isinstance(blob, bytes):
+        raise ReportError(f"dictionary names are {_type_name(blob)}, not bytes")
+    try:
+        text = blob.decode()
+    except UnicodeDecodeError as error:
+        raise ReportError("dictionary names are not UTF-8") from error
+    names = text.split("\0") if text else []
+    _check_dictionary(ids, names)
+    return dict(zip(ids.tolist(), names, strict=True))
+
+
+def _check_dictionary(ids: np.ndarray, names: list[str]) -> None:
+    if len(ids) != len(names):
+        raise ReportError(f"lengths differ: {len(ids)} dictionary ids, {len(names)} names")
+    _check_ids(ids, "dictionary id")
+    if "" in names:
+        raise ReportError("a dictionary name is empty")
+    if len(set(names)) != len(names):
         raise ReportError("dictionary names repeat")
-
-
-def _id_width(group_ids: np.ndarray) -> int:
-    """The fewest bytes (1, 2, 4 or 8) that hold every id."""
-    largest = int(group_ids.max()) if group_ids.size else 0
-    for width in (1, 2, 4):
-        if largest < 256**width:
-            return width
-    return 8
 
 
 def _same_optional_array(a: np.ndarray | None, b: np.ndarray | None) -> bool:

@@ -95,7 +95,8 @@ class TokenBucket:
     """One token bucket: `rate` tokens/s, at most `capacity` tokens, lazily refilled from `clock`.
 
     `clock` returns integer nanoseconds (monotonic); tests inject a fake one. `resolution_ns = 0` makes the
-    bucket strongly consistent (every call updates the balance).
+    bucket strongly consistent (every call updates the balance). The settings `rate`, `capacity` and
+    `resolution_ns` are public to read; change the rate through `set_rate`, which settles the past first.
     """
 
     __slots__ = ("rate", "capacity", "resolution_ns", "_clock", "_tokens", "_pending", "_last_ns", "_next_ns")
@@ -116,9 +117,7 @@ class TokenBucket:
         if initial is None or self.rate == math.inf:
             initial = self.capacity
         elif not -math.inf < initial <= self.capacity:
-            raise ValueError(
-                f"initial must be a number of tokens <= capacity {self.capacity}, got {initial!r}"
-            )
+            raise ValueError(f"initial must be a number of tokens <= capacity {self.capacity}, got {initial!r}")
         self._clock = clock
         self._tokens = float(initial)  # the balance as of the last update
         self._pending = 0.0  # consumed since the last update, not yet subtracted from _tokens

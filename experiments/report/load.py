@@ -77,24 +77,37 @@ class Runs:
 
 def load_runs(spark: SparkSession, run_dirs: list[Path] | list[str]) -> Runs:
     """Read each `RUN_DIR/{manifest.json, rounds/, messages/, events/}`; a missing piece is a `UserError`."""
-    if not run_dirs:
-        raise UserError("no run directory given")
-    manifests: dict[str, dict[str, Any]] = {}
-    tables: dict[str, list[DataFrame]] = {name: [] for name in TABLES}
-    for run_dir in map(Path, run_dirs):
-        manifest = _read_manifest(run_dir)
-        run_id = str(manifest.get("run_id") or run_dir.name)
-        if run_id in manifests:
-            raise UserError(f"{run_dir}: run {run_id!r} is given twice")
-        manifests[run_id] = manifest
-        for name, schema in TABLES.items():
-            tables[name].append(_read_table(spark, run_dir / name, schema, run_id))
+    located = read_manifests(run_dirs)
+    tables = {
+        name: [_read_table(spark, run_dir / name, schema, run_id) for run_id, (run_dir, _) in located.items()]
+        for name, schema in TABLES.items()
+    }
     return Runs(
         rounds=reduce(DataFrame.unionByName, tables["rounds"]),
         messages=reduce(DataFrame.unionByName, tables["messages"]),
         events=reduce(DataFrame.unionByName, tables["events"]),
-        manifests=manifests,
+        manifests={run_id: manifest for run_id, (_, manifest) in located.items()},
     )
+
+
+def read_manifests(run_dirs: list[Path] | list[str]) -> dict[str, tuple[Path, dict[str, Any]]]:
+    """Check the run directories without Spark (a mistake fails at once, not after the JVM has started).
+
+    Returns run_id -> (directory, manifest), in the order given.
+    """
+    if not run_dirs:
+        raise UserError("no run directory given")
+    located: dict[str, tuple[Path, dict[str, Any]]] = {}
+    for run_dir in map(Path, run_dirs):
+        manifest = _read_manifest(run_dir)
+        run_id = str(manifest.get("run_id") or run_dir.name)
+        if run_id in located:
+            raise UserError(f"{run_dir}: run {run_id!r} is given twice")
+        for name in TABLES:
+            if not (run_dir / name).is_dir():
+                raise UserError(f"{run_dir / name}: missing telemetry table")
+        located[run_id] = (run_dir, manifest)
+    return located
 
 
 def _read_manifest(run_dir: Path) -> dict[str, Any]:
@@ -114,8 +127,6 @@ def _read_manifest(run_dir: Path) -> dict[str, Any]:
 
 def _read_table(spark: SparkSession, path: Path, schema: T.StructType, run_id: str) -> DataFrame:
     """One table of one run, cast to `schema`; a directory without parts (no events, say) is an empty table."""
-    if not path.is_dir():
-        raise UserError(f"{path}: missing telemetry table")
     has_parts = any(part.is_file() and not part.name.startswith((".", "_")) for part in path.rglob("*"))
     if not has_parts:
         return spark.createDataFrame([], schema)

@@ -27,8 +27,11 @@ Choices where DESIGN.md is silent:
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
-from pyspark.sql import DataFrame, Window as W
+from pyspark.sql import DataFrame
+from pyspark.sql import Window as W
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -108,7 +111,7 @@ def group_rounds(broker_rounds: DataFrame) -> DataFrame:
         F.sum(F.abs(F.col("usage") - F.col("fair"))).alias("fair_gap"),
     )
     Q, U, D = F.col("quota"), F.col("usage"), F.col("demand")
-    limited = Q < float("inf")
+    limited = F.col("quota") < math.inf
     target = F.least(Q, D)
     return totals.select(
         *GROUP_ROUND,
@@ -155,18 +158,19 @@ def group_events(events: DataFrame, groups: DataFrame) -> DataFrame:
 def convergence(group_rounds: DataFrame, events: DataFrame) -> DataFrame:
     """Per run, group, dimension and event: `rounds_to_converge` (null: never settled after it)."""
     Q, U, target, jain = F.col("quota"), F.col("usage"), F.col("target"), F.col("jain")
-    tolerance = F.when(Q < float("inf"), TARGET_TOLERANCE * Q).otherwise(TARGET_TOLERANCE * target)
+    limited = F.col("quota") < math.inf
+    tolerance = F.when(limited, TARGET_TOLERANCE * Q).otherwise(TARGET_TOLERANCE * target)
     on_target = F.abs(U - target) <= tolerance
     fair_enough = jain.isNull() | (jain >= MIN_JAIN)
     by_round = W.partitionBy(*GROUP).orderBy("round")
     next_window = by_round.rangeBetween(0, CONVERGENCE_WINDOW - 1)  # rounds r .. r+W-1, by value
-    window_settled = (F.count("round").over(next_window) == CONVERGENCE_WINDOW) & F.bool_and("settled").over(
-        next_window
-    )
+    window_complete = F.count("round").over(next_window) == CONVERGENCE_WINDOW  # no round missing
+    window_settled = window_complete & F.bool_and("settled").over(next_window)
+    no_event = F.lit(None).cast("string")
     settled_starts = (
         group_rounds.select(*GROUP_ROUND, (on_target & fair_enough).alias("settled"))
         .select(*GROUP_ROUND, F.when(window_settled, F.col("round")).alias("settled_from"))
-        .select(*GROUP_ROUND, "settled_from", F.lit(None).cast("string").alias("kind"), F.lit(None).cast("string").alias("target"))
+        .select(*GROUP_ROUND, "settled_from", no_event.alias("kind"), no_event.alias("target"))
     )
     markers = group_events(events, group_rounds.select(*GROUP)).select(
         *GROUP_ROUND, F.lit(None).cast("int").alias("settled_from"), "kind", "target"
@@ -198,9 +202,7 @@ def group_summary(group_rounds: DataFrame) -> DataFrame:
             F.avg("report_bytes").alias("report_bytes_per_round"),
             F.count("round").alias("rounds"),
         )
-        .select(
-            *GROUP, "peak_overshoot", "utilization", "jain", "fairness_error", "report_bytes_per_round", "rounds"
-        )
+        .select(*GROUP, "peak_overshoot", "utilization", "jain", "fairness_error", "report_bytes_per_round", "rounds")
     )
 
 

@@ -116,8 +116,9 @@ def _overall(groups: list[dict[str, Any]]) -> dict[str, Any]:
     waits = [event["rounds_to_converge"] for group in groups for event in group["events"]]
     converged = [wait for wait in waits if wait is not None]
     return {
-        "peak_overshoot": _number(max((g["peak_overshoot"] for g in groups if g["peak_overshoot"] is not None),
-                                      default=None)),
+        "peak_overshoot": _number(
+            max((g["peak_overshoot"] for g in groups if g["peak_overshoot"] is not None), default=None)
+        ),
         "utilization": _mean(group["utilization"] for group in groups),
         "jain": _mean(group["jain"] for group in groups),
         "fairness_error": _mean(group["fairness_error"] for group in groups),

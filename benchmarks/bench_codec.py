@@ -1,0 +1,208 @@
+"""How many bytes does a usage report cost per group, and how fast are `encode_report` / `decode_report`?
+
+Reports are PIP-82 sized: 5,000 groups per broker, ids drawn from a catalogue of 100,000 namespaces (so
+group ids travel as 4-byte integers), 80-byte group names in the dictionary. Rates are what a broker would
+measure: admitted message counts (Poisson around a log-normal per-group rate) divided by the interval. With a
+1 s interval they are whole numbers, which zlib squeezes well; with PIP-82's 60 s interval they are
+fractions whose float64 mantissas barely compress. Uncompressed size does not depend on the values.
+
+Sizes: bytes per group entry (whole report / groups, the fixed header included) for 1, 2 and 4 dimensions,
+with and without demand and the dictionary, uncompressed and zlib-compressed. Speed: encode and decode of
+one 5,000-group report, best of `repeats` runs, as reports/s and group entries/s, for a few configurations.
+
+Run from the repository root: `python benchmarks/bench_codec.py` (prints tables, writes
+`benchmarks/results/codec.json`).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: make the repository importable
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from allocator.codec import DIMENSIONS, UsageReport, decode_report, encode_report  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "codec.json"
+GROUPS = 5_000
+CATALOGUE = 100_000
+NAME_BYTES = 80
+KEY = b"benchmark-cluster-key"
+PIP82_BROKERS = 100
+
+
+def make_report(
+    groups: int, n_dimensions: int, interval_s: int, *, demand: bool, dictionary: bool, seed: int = 82
+) -> UsageReport:
+    """A report as a broker would send it: rates are admitted counts over the interval."""
+    rng = np.random.default_rng(seed)
+    group_ids = rng.choice(CATALOGUE, groups, replace=False).astype(np.int64)
+    mean_rates = rng.lognormal(mean=4.0, sigma=1.5, size=(groups, n_dimensions))
+    usage = rng.poisson(mean_rates * interval_s) / interval_s
+    wanted = (rng.poisson(mean_rates * 1.2 * interval_s) / interval_s) if demand else None
+    names = (
+        {int(g): f"tenant-{g // 100:04d}/namespace-{g:06d}/".ljust(NAME_BYTES, "-") for g in group_ids}
+        if dictionary
+        else None
+    )
+    return UsageReport(
+        broker="broker-042",
+        incarnation=3,
+        seq=1_234,
+        sent_at_ms=1_700_000_000_000,
+        interval_ms=interval_s * 1000,
+        dimensions=DIMENSIONS[:n_dimensions],
+        group_ids=group_ids,
+        usage=usage,
+        demand=wanted,
+        dictionary=names,
+    )
+
+
+def sizes(groups: int = GROUPS) -> list[dict]:
+    """Bytes per group entry over dimensions x demand x dictionary, plain and compressed."""
+    rows = []
+    for n_dimensions in (1, 2, 4):
+        for demand in (False, True):
+            for dictionary in (False, True):
+                row: dict = {"dimensions": n_dimensions, "demand": demand, "dictionary": dictionary}
+                for interval_s in (1, 60):
+                    report = make_report(groups, n_dimensions, interval_s, demand=demand, dictionary=dictionary)
+                    if interval_s == 1:
+                        row["plain_bytes_per_group"] = len(encode_report(report)) / groups
+                    row[f"zlib_{interval_s}s_bytes_per_group"] = len(encode_report(report, compress=True)) / groups
+                rows.append(row)
+    return rows
+
+
+def _best_seconds(call: Callable[[], object], repeats: int, min_seconds: float = 0.2) -> float:
+    """Best mean time per call over `repeats` batches, each long enough to time reliably."""
+    call()
+    start = time.perf_counter()
+    call()
+    batch = max(1, int(min_seconds / max(time.perf_counter() - start, 1e-9)))
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(batch):
+            call()
+        best = min(best, (time.perf_counter() - start) / batch)
+    return best
+
+
+SPEED_CASES: dict[str, dict] = {
+    "1 dim": {"n_dimensions": 1},
+    "4 dims": {"n_dimensions": 4},
+    "4 dims + demand": {"n_dimensions": 4, "demand": True},
+    "4 dims + demand, signed": {"n_dimensions": 4, "demand": True, "key": KEY},
+    "4 dims + demand, zlib (1 s rates)": {"n_dimensions": 4, "demand": True, "compress": True},
+    "4 dims + demand, zlib (60 s rates)": {"n_dimensions": 4, "demand": True, "compress": True, "interval_s": 60},
+    "4 dims + demand + dictionary, signed": {"n_dimensions": 4, "demand": True, "dictionary": True, "key": KEY},
+}
+
+
+def speeds(groups: int = GROUPS, repeats: int = 5) -> list[dict]:
+    """Encode and decode time of one report of `groups` groups for each of `SPEED_CASES`."""
+    rows = []
+    for name, case in SPEED_CASES.items():
+        key, compress = case.get("key"), case.get("compress", False)
+        report = make_report(
+            groups,
+            case["n_dimensions"],
+            case.get("interval_s", 1),
+            demand=case.get("demand", False),
+            dictionary=case.get("dictionary", False),
+        )
+        data = encode_report(report, key=key, compress=compress)
+        if decode_report(data, key=key) != report:
+            raise RuntimeError(f"{name}: the report did not survive the round trip")
+        encode_s = _best_seconds(lambda r=report, k=key, c=compress: encode_report(r, key=k, compress=c), repeats)
+        decode_s = _best_seconds(lambda d=data, k=key: decode_report(d, key=k), repeats)
+        rows.append(
+            {
+                "case": name,
+                "groups": groups,
+                "bytes": len(data),
+                "encode_us": encode_s * 1e6,
+                "decode_us": decode_s * 1e6,
+                "encode_reports_per_s": 1 / encode_s,
+                "decode_reports_per_s": 1 / decode_s,
+                "encode_groups_per_s": groups / encode_s,
+                "decode_groups_per_s": groups / decode_s,
+            }
+        )
+    return rows
+
+
+def run(groups: int = GROUPS, repeats: int = 5) -> dict:
+    """Sizes and speeds; `pip82_round` scales the 2-dimension report to PIP-82's 100 brokers all hearing all."""
+    size_rows = sizes(groups)
+    publish_only = next(r for r in size_rows if r["dimensions"] == 2 and not r["demand"] and not r["dictionary"])
+    report_bytes = publish_only["plain_bytes_per_group"] * groups
+    return {
+        "groups": groups,
+        "catalogue": CATALOGUE,
+        "sizes": size_rows,
+        "speeds": speeds(groups, repeats),
+        "pip82_round": {
+            "brokers": PIP82_BROKERS,
+            "report_bytes": report_bytes,
+            "published_bytes": report_bytes * PIP82_BROKERS,
+            "delivered_bytes": report_bytes * PIP82_BROKERS * (PIP82_BROKERS - 1),
+        },
+        "repeats": repeats,
+        "python": platform.python_version(),
+        "machine": platform.platform(),
+        "versions": {pkg: version(pkg) for pkg in ("numpy", "msgpack")},
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _table(result: dict) -> str:
+    lines = [
+        f"bytes per group entry, {result['groups']:,} groups (ids from {result['catalogue']:,})",
+        f"{'dims':>4} {'demand':>6} {'dictionary':>10} {'plain':>8} {'zlib 1 s':>9} {'zlib 60 s':>10}",
+    ]
+    for row in result["sizes"]:
+        lines.append(
+            f"{row['dimensions']:>4} {'yes' if row['demand'] else 'no':>6} {'yes' if row['dictionary'] else 'no':>10}"
+            f" {row['plain_bytes_per_group']:>8.1f} {row['zlib_1s_bytes_per_group']:>9.1f}"
+            f" {row['zlib_60s_bytes_per_group']:>10.1f}"
+        )
+    lines.append("")
+    lines.append(
+        f"{'case':<38} {'bytes':>9} {'encode us':>10} {'decode us':>10} {'enc reports/s':>14}"
+        f" {'dec reports/s':>14} {'enc groups/s':>13} {'dec groups/s':>13}"
+    )
+    for row in result["speeds"]:
+        lines.append(
+            f"{row['case']:<38} {row['bytes']:>9,} {row['encode_us']:>10.0f} {row['decode_us']:>10.0f}"
+            f" {row['encode_reports_per_s']:>14,.0f} {row['decode_reports_per_s']:>14,.0f}"
+            f" {row['encode_groups_per_s']:>13.3g} {row['decode_groups_per_s']:>13.3g}"
+        )
+    pip82 = result["pip82_round"]
+    lines.append("")
+    lines.append(
+        f"PIP-82 round ({pip82['brokers']} brokers, 2 dims, plain): {pip82['report_bytes'] / 1e3:.0f} kB a report,"
+        f" {pip82['published_bytes'] / 1e6:.1f} MB published, {pip82['delivered_bytes'] / 1e9:.2f} GB delivered"
+    )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    result = run()
+    print(f"Python {result['python']}, best of {result['repeats']}")
+    print(_table(result))
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"saved {RESULTS.relative_to(ROOT)}")

@@ -1,0 +1,233 @@
+"""`report.html`: one self-contained page (figures inline as base64 PNG) a person can read without the CLI."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from html import escape
+from typing import Any
+
+import pandas as pd
+
+from experiments.report import figures
+from experiments.report.metrics import CONVERGENCE_WINDOW, MIN_JAIN, TARGET_TOLERANCE
+from experiments.report.summary import Results
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; line-height: 1.4 }
+h1 { border-bottom: 2px solid #444 } h2 { margin-top: 2.5em; border-bottom: 1px solid #aaa }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; vertical-align: top }
+th { background: #f0f0f0 } td.text { text-align: left }
+img { max-width: 100%; display: block; margin: 0.5em 0 1.5em }
+.note { color: #666; font-size: 0.9em } dt { font-weight: bold; margin-top: 0.5em }
+"""
+
+
+def render_report(
+    summary: dict[str, Any], results: Results, limits: pd.DataFrame, manifests: dict[str, dict[str, Any]]
+) -> str:
+    """The whole page: a comparison of the runs (when several), then each run, then the definitions."""
+    runs = summary["runs"]
+    generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8"><title>quotalab report</title>',
+        f"<style>{STYLE}</style></head><body>",
+        "<h1>quotalab report</h1>",
+        f'<p class="note">{len(runs)} run(s), generated {generated}. Tables as CSV next to this page: '
+        "per_round.csv, convergence.csv, bandwidth.csv, per_broker.csv; all numbers in summary.json.</p>",
+    ]
+    if len(runs) > 1:
+        parts.append(_comparison(runs, manifests))
+    parts.extend(_run_section(run, results, limits) for run in runs)
+    parts.append(_definitions())
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _comparison(runs: list[dict[str, Any]], manifests: dict[str, dict[str, Any]]) -> str:
+    differences = _differences(manifests)
+    rows = [
+        [
+            run["run_id"],
+            run["scenario"],
+            run["policy"],
+            differences.get(run["run_id"], ""),
+            _fmt(run["overall"]["mean_rounds_to_converge"]),
+            f"{run['overall']['events_not_converged']} of {run['overall']['events']}",
+            _percent(run["overall"]["peak_overshoot"]),
+            _fmt(run["overall"]["utilization"]),
+            _fmt(run["overall"]["jain"]),
+            _fmt(run["overall"]["fairness_error"]),
+            _fmt(run["bytes_published_per_round"], 0),
+            _fmt(run["bytes_delivered_per_round"], 0),
+            _fmt(run["reports_suppressed_per_round"], 1),
+        ]
+        for run in runs
+    ]
+    header = [
+        "run",
+        "scenario",
+        "policy",
+        "differs in",
+        "mean rounds to converge",
+        "events never converged",
+        "peak overshoot",
+        "utilization",
+        "Jain",
+        "fairness error",
+        "bytes published / round",
+        "bytes delivered / round",
+        "groups suppressed / round",
+    ]
+    return (
+        "<h2>Comparison</h2>"
+        '<p class="note">Scores pooled over each run\'s groups: the worst peak overshoot; utilization, Jain and '
+        "fairness error averaged over groups (each a mean over the last quarter of the run); rounds to converge "
+        "averaged over the events that converged.</p>"
+        + _table(header, rows, text_columns=4)
+        + _img(figures.comparison_figure(runs), "convergence, overshoot, fairness and bandwidth per run")
+    )
+
+
+def _run_section(run: dict[str, Any], results: Results, limits: pd.DataFrame) -> str:
+    run_id = run["run_id"]
+    events = results.convergence[results.convergence["run_id"] == run_id]
+    facts = [
+        ["scenario", run["scenario"]],
+        ["policy", run["policy"]],
+        ["status", run["status"]],
+        ["rounds", run["rounds"]],
+        ["bytes published / round", _fmt(run["bytes_published_per_round"], 0)],
+        ["bytes delivered / round", _fmt(run["bytes_delivered_per_round"], 0)],
+        ["reports sent / round", _fmt(run["reports_sent_per_round"], 1)],
+        ["groups suppressed / round", _fmt(run["reports_suppressed_per_round"], 1)],
+    ]
+    group_rows = [
+        [
+            group["group"],
+            group["dimension"],
+            _percent(group["peak_overshoot"]),
+            _fmt(group["utilization"]),
+            _fmt(group["jain"]),
+            _fmt(group["fairness_error"]),
+            _fmt(group["report_bytes_per_round"], 0),
+            ", ".join(
+                f"{event['kind']}@{event['round']}: "
+                + ("never" if event["rounds_to_converge"] is None else str(event["rounds_to_converge"]))
+                for event in group["events"]
+            ),
+        ]
+        for group in run["groups"]
+    ]
+    group_header = [
+        "group",
+        "dimension",
+        "peak overshoot",
+        "utilization",
+        "Jain",
+        "fairness error",
+        "report bytes / round",
+        "rounds to converge after event@round",
+    ]
+    parts = [
+        f"<h2>Run {escape(run_id)}</h2>",
+        _table(["", "value"], facts, text_columns=2),
+        "<h3>Bandwidth</h3>",
+        _img(
+            figures.bandwidth_figure(results.bandwidth[results.bandwidth["run_id"] == run_id], events),
+            f"bytes and reports per round, run {run_id}",
+        ),
+        "<h3>Groups</h3>",
+        '<p class="note">Utilization, Jain and fairness error: means over the last quarter of the run.</p>',
+        _table(group_header, group_rows, text_columns=2),
+    ]
+    shown = figures.figure_groups(run)
+    if shown:
+        parts.append(
+            f'<p class="note">Figures for {len(shown)} of {len(run["groups"])} group(s), the worst first '
+            "(events never converged, then peak overshoot, then Jain).</p>"
+        )
+    for key in shown:
+        _, group, dimension = key
+        rounds = results.per_round[_matches(results.per_round, key)]
+        parts.append(f"<h3>{escape(group)} &middot; {escape(dimension)}</h3>")
+        parts.append(
+            _img(
+                figures.group_figure(rounds, limits[_matches(limits, key)], events[_matches(events, key)], dimension),
+                f"quota, usage, limits and Jain's index over time for {group}",
+            )
+        )
+    return "\n".join(parts)
+
+
+def _definitions() -> str:
+    terms = {
+        "Q, U, D, T": "per group and round: the quota, the sum of the brokers' usage, the sum of their demand, "
+        "and the target T = min(Q, D). Rates per second in the dimension's unit.",
+        "overshoot": "max(0, U/Q - 1): how far usage went over the quota (shown in %). Peak: the worst round.",
+        "utilization": "U / T: the share of what could be used that was used (1 is ideal).",
+        "fair reference F_b": "the max-min fair split of Q over the brokers' demands (water-filling).",
+        "Jain's index": "(sum x)^2 / (n sum x^2) of x_b = U_b / F_b over the brokers with F_b > 0; 1 when every "
+        "broker uses the same fraction of its fair share, 1/n when one broker takes everything.",
+        "fairness error": "sum |U_b - F_b| / Q: the part of the quota that is not where fairness would put it.",
+        "rounds to converge": f"after an event at round e, the least k such that the {CONVERGENCE_WINDOW} "
+        f"consecutive rounds from e + k on all have |U - T| <= {TARGET_TOLERANCE:g} Q and Jain >= {MIN_JAIN}; "
+        "'never' if that does not happen before the run ends. The run's start is an event at round 0.",
+        "unlimited quota": "T = D, no overshoot, F_b = the broker's demand, no fairness error; converged when "
+        f"|U - D| <= {TARGET_TOLERANCE:g} D.",
+        "bandwidth": "bytes of usage reports published and delivered per round, summed over brokers; groups "
+        "suppressed are the groups left out of reports because their usage changed less than the threshold.",
+    }
+    items = "".join(f"<dt>{escape(term)}</dt><dd>{escape(text)}</dd>" for term, text in terms.items())
+    return f"<h2>Definitions</h2><dl>{items}</dl>"
+
+
+def _differences(manifests: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Per run, the scenario settings whose values are not the same in every run (`key=value`, at most 6)."""
+    flat = {run_id: _flatten(manifest.get("scenario") or {}) for run_id, manifest in manifests.items()}
+    keys = sorted(set().union(*flat.values()))
+    varying = [key for key in keys if len({json.dumps(values.get(key), default=str) for values in flat.values()}) > 1]
+    return {
+        run_id: ", ".join(f"{key}={values.get(key)}" for key in varying[:6]) + (" ..." if len(varying) > 6 else "")
+        for run_id, values in flat.items()
+    }
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        flat: dict[str, Any] = {}
+        for key, inner in value.items():
+            flat.update(_flatten(inner, f"{prefix}{key}."))
+        return flat
+    return {prefix.rstrip("."): value}
+
+
+def _matches(frame: pd.DataFrame, key: tuple[str, str, str]) -> pd.Series:
+    run_id, group, dimension = key
+    return (frame["run_id"] == run_id) & (frame["group"] == group) & (frame["dimension"] == dimension)
+
+
+def _table(header: list[str], rows: list[list[Any]], text_columns: int) -> str:
+    """A table whose first `text_columns` columns are left-aligned text and the rest right-aligned numbers."""
+
+    def cell(index: int, value: Any) -> str:
+        css = ' class="text"' if index < text_columns else ""
+        return f"<td{css}>{escape('' if value is None else str(value))}</td>"
+
+    head = "".join(f"<th>{escape(name)}</th>" for name in header)
+    body = "".join("<tr>" + "".join(cell(i, value) for i, value in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _img(png_base64: str, alt: str) -> str:
+    return f'<img src="data:image/png;base64,{png_base64}" alt="{escape(alt)}">'
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%"

@@ -1,0 +1,216 @@
+"""Each report metric on small hand-built tables whose answers are worked out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from pyspark.sql import types as T
+
+from experiments.report import metrics
+
+from .tables import event_row, events_frame, messages_frame, messages_row, rounds_frame, rounds_row
+
+pytestmark = pytest.mark.spark
+
+
+def by_key(frame, *key_columns):
+    """Collect a small DataFrame into {key: row dict}."""
+    return {tuple(row[c] for c in key_columns): row.asDict() for row in frame.collect()}
+
+
+def group_rounds_of(spark, rows):
+    return metrics.group_rounds(metrics.broker_rounds(rounds_frame(spark, rows)))
+
+
+def test_water_filling_gives_the_max_min_fair_split_round_by_round(spark):
+    rows = [
+        # round 0: Q=100 over demands 80/80/10 -> 45/45/10
+        rounds_row(0, "a", usage=45, demand=80),
+        rounds_row(0, "b", usage=45, demand=80),
+        rounds_row(0, "c", usage=10, demand=10),
+        # round 1: c is gone; 80/80 -> 50/50
+        rounds_row(1, "a", usage=50, demand=80),
+        rounds_row(1, "b", usage=50, demand=80),
+        # round 2: demands under the quota -> everyone gets its demand
+        rounds_row(2, "a", usage=20, demand=20),
+        rounds_row(2, "b", usage=30, demand=30),
+        # unlimited quota -> the demands
+        rounds_row(0, "a", usage=5, demand=70, quota=math.inf, group="free"),
+        rounds_row(0, "b", usage=5, demand=500, quota=math.inf, group="free"),
+    ]
+    fair = by_key(metrics.broker_rounds(rounds_frame(spark, rows)), "group", "round", "broker")
+    assert {key: row["fair"] for key, row in fair.items()} == pytest.approx(
+        {
+            ("g", 0, "a"): 45.0,
+            ("g", 0, "b"): 45.0,
+            ("g", 0, "c"): 10.0,
+            ("g", 1, "a"): 50.0,
+            ("g", 1, "b"): 50.0,
+            ("g", 2, "a"): 20.0,
+            ("g", 2, "b"): 30.0,
+            ("free", 0, "a"): 70.0,
+            ("free", 0, "b"): 500.0,
+        }
+    )
+
+
+def test_a_duplicated_row_is_summed_not_an_error(spark):
+    rows = [rounds_row(0, "a", usage=10, demand=30), rounds_row(0, "a", usage=10, demand=30)]
+    [row] = metrics.broker_rounds(rounds_frame(spark, rows)).collect()
+    assert (row["usage"], row["demand"], row["fair"]) == (20.0, 60.0, 60.0)
+
+
+@pytest.mark.parametrize(
+    ("usages", "demands", "jain", "fairness_error"),
+    [
+        ((50, 50), (50, 50), 1.0, 0.0),  # x = 1, 1
+        ((100, 0), (50, 50), 0.5, 1.0),  # x = 2, 0: one broker takes everything, Jain = 1/n
+        ((30, 10), (50, 50), 0.8, 0.6),  # x = 0.6, 0.2: 0.64 / (2 * 0.40)
+        ((45, 45, 10), (80, 80, 10), 1.0, 0.0),  # F = 45/45/10
+        ((50, 50, 5), (50, 50, 0), 1.0, 0.05),  # F_c = 0: c is left out of Jain, not of the error
+        ((0, 0), (50, 50), None, 1.0),  # every x = 0: undefined
+        ((0, 0), (0, 0), None, 0.0),  # nobody has a fair share > 0: undefined
+    ],
+)
+def test_jain_and_fairness_error(spark, usages, demands, jain, fairness_error):
+    rows = [rounds_row(0, f"b{i}", usage=u, demand=d) for i, (u, d) in enumerate(zip(usages, demands, strict=True))]
+    [row] = group_rounds_of(spark, rows).collect()
+    assert row["jain"] == (None if jain is None else pytest.approx(jain))
+    assert row["fairness_error"] == pytest.approx(fairness_error)
+
+
+@pytest.mark.parametrize(
+    ("quota", "usages", "demands", "expected"),
+    [
+        (100, (60, 60), (75, 75), {"target": 100, "overshoot": 0.2, "utilization": 1.2}),
+        (100, (20, 20), (25, 25), {"target": 50, "overshoot": 0.0, "utilization": 0.8}),
+        (100, (0, 0), (0, 0), {"target": 0, "overshoot": 0.0, "utilization": None}),
+        (0, (5, 0), (5, 0), {"target": 0, "overshoot": None, "utilization": None}),
+        # unlimited: T = D, no overshoot, no fairness error
+        (math.inf, (30, 0), (40, 0), {"target": 40, "overshoot": 0.0, "utilization": 0.75, "fairness_error": None}),
+    ],
+)
+def test_target_overshoot_and_utilization(spark, quota, usages, demands, expected):
+    rows = [rounds_row(0, "a", usages[0], demands[0], quota), rounds_row(0, "b", usages[1], demands[1], quota)]
+    [row] = group_rounds_of(spark, rows).collect()
+    assert row["usage"] == sum(usages) and row["demand"] == sum(demands) and row["brokers"] == 2
+    for name, value in expected.items():
+        assert row[name] == (None if value is None else pytest.approx(value)), name
+
+
+GROUP_ROUNDS_SCHEMA = T.StructType(
+    [
+        T.StructField("run_id", T.StringType()),
+        T.StructField("group", T.StringType()),
+        T.StructField("dimension", T.StringType()),
+        T.StructField("round", T.IntegerType()),
+        T.StructField("quota", T.DoubleType()),
+        T.StructField("usage", T.DoubleType()),
+        T.StructField("target", T.DoubleType()),
+        T.StructField("jain", T.DoubleType()),
+    ]
+)
+
+
+def series(group: str, pattern: str, quota: float = 100.0) -> list[tuple]:
+    """One group's rounds from a pattern, a character per round from round 0: settled or not.
+
+    `+` settled (U = T), `-` off target (U = T - 10 > 0.05 Q), `u` on target but unfair (Jain 0.9),
+    `n` on target with an undefined Jain (counts as fair), `.` no row for that round.
+    """
+    target = 80.0
+    usage = {"+": target, "-": target - 10, "u": target, "n": target}
+    jain = {"+": 1.0, "-": 1.0, "u": 0.9, "n": None}
+    return [
+        ("r1", group, "publish_msgs_per_s", r, quota, usage[c], target, jain[c])
+        for r, c in enumerate(pattern)
+        if c != "."
+    ]
+
+
+def converge(spark, rows, events):
+    """{(group, event round, kind): rounds_to_converge}."""
+    group_rounds = spark.createDataFrame(rows, GROUP_ROUNDS_SCHEMA)
+    result = metrics.convergence(group_rounds, events_frame(spark, events))
+    return {(row["group"], row["round"], row["kind"]): row["rounds_to_converge"] for row in result.collect()}
+
+
+def test_rounds_to_converge_counts_the_first_settled_window_and_ignores_a_relapse(spark):
+    rows = series("relapse", "+++--++++++") + series("late", "-++-+++-++--")
+    events = [event_row(3, "crash", "broker-1"), event_row(8, "channel")]
+    assert converge(spark, rows, events) == {
+        ("relapse", 0, "start"): 0,  # rounds 0-2 settled; the relapse at 3-4 does not undo it
+        ("relapse", 3, "crash"): 2,  # 5-7
+        ("relapse", 8, "channel"): 0,  # 8-10
+        ("late", 0, "start"): 4,  # 1-2 is only two rounds; 4-6 is the first window of three
+        ("late", 3, "crash"): 1,
+        ("late", 8, "channel"): None,  # 8-9 then off target: never converged before the end
+    }
+
+
+def test_an_unfair_round_breaks_the_window_and_an_undefined_jain_does_not(spark):
+    rows = series("unfair", "+u++++") + series("idle", "nnn")
+    assert converge(spark, rows, []) == {("unfair", 0, "start"): 2, ("idle", 0, "start"): 0}
+
+
+def test_a_missing_round_breaks_the_window(spark):
+    rows = series("gap", "++.+++")
+    assert converge(spark, rows, []) == {("gap", 0, "start"): 3}
+
+
+def test_an_event_after_the_last_window_never_converges(spark):
+    rows = series("g", "++++++")
+    events = [event_row(4, "leave", "broker-2"), event_row(99, "channel")]
+    assert converge(spark, rows, events) == {("g", 0, "start"): 0, ("g", 4, "leave"): None, ("g", 99, "channel"): None}
+
+
+def test_quota_and_demand_events_apply_only_to_the_group_they_name(spark):
+    rows = series("a", "++++") + series("b", "++++")
+    events = [
+        event_row(0, "start"),  # logged by the runtime: not doubled
+        event_row(1, "quota", "a", {"publish_msgs_per_s": 150}),
+        event_row(1, "demand", "broker-2", {"group": "b", "msgs_per_s": 20}),
+        event_row(2, "crash", "broker-1"),
+    ]
+    assert converge(spark, rows, events) == {
+        ("a", 0, "start"): 0,
+        ("b", 0, "start"): 0,
+        ("a", 1, "quota"): 0,
+        ("b", 1, "demand"): 0,
+        ("a", 2, "crash"): None,
+        ("b", 2, "crash"): None,
+    }
+
+
+def test_unlimited_group_converges_on_demand(spark):
+    rows = series("free", "+++", quota=math.inf) + series("starved", "---", quota=math.inf)
+    assert converge(spark, rows, []) == {("free", 0, "start"): 0, ("starved", 0, "start"): None}
+
+
+def test_group_summary_peak_and_last_quarter_means(spark):
+    # 8 rounds: the last quarter is rounds 6 and 7. Usage 120, 100, ..., then 40 and 60 of a target 100.
+    usages = [120, 100, 100, 100, 100, 100, 40, 60]
+    rows = [rounds_row(r, "a", usage=u, demand=100) for r, u in enumerate(usages)]
+    [summary] = metrics.group_summary(group_rounds_of(spark, rows)).collect()
+    assert summary["peak_overshoot"] == pytest.approx(0.2)
+    assert summary["utilization"] == pytest.approx(0.5)
+    assert summary["jain"] == pytest.approx(1.0)
+    assert summary["fairness_error"] == pytest.approx(0.5)  # |40-100| and |60-100| over Q = 100
+    assert summary["report_bytes_per_round"] == 10.0 and summary["rounds"] == 8
+
+
+def test_bandwidth_per_round_per_broker_and_per_run(spark):
+    rows = [
+        messages_row(0, "a", 100, 90, reports_suppressed=2),
+        messages_row(0, "b", 200, 180),
+        messages_row(1, "a", 300, 270, reports_sent=0, reports_suppressed=4),
+    ]
+    messages = messages_frame(spark, rows)
+    per_round = by_key(metrics.bandwidth_per_round(messages), "round")
+    assert per_round[(0,)]["bytes_published"] == 300 and per_round[(0,)]["bytes_delivered"] == 270
+    assert per_round[(1,)]["reports_suppressed"] == 4 and per_round[(0,)]["brokers"] == 2
+    per_broker = by_key(metrics.bandwidth_per_broker(messages), "broker")
+    assert per_broker[("a",)]["bytes_published_per_round"] == 200.0 and per_broker[("a",)]["reports_suppressed"] == 6
+    [run] = metrics.run_bandwidth(metrics.bandwidth_per_round(messages)).collect()
+    assert run["bytes_published_per_round"] == 300.0 and run["reports_suppressed_per_round"] == 3.0

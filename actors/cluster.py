@@ -47,6 +47,7 @@ class Cluster:
         self.group_ids = {group.name: index for index, group in enumerate(scenario.groups)}
         self.records = {broker.name: _record(broker.name, scenario) for broker in scenario.brokers}
         self.up: set[str] = set()
+        self.started: set[str] = set()
         per_host = max(1, scenario.brokers_per_actor)
         names = [broker.name for broker in scenario.brokers]
         self.slots = [Slot(tuple(names[i : i + per_host])) for i in range(0, len(names), per_host)]
@@ -90,9 +91,7 @@ class Cluster:
         """Apply one event; returns reports it makes brokers publish (a clean leave's zeros)."""
         kind, target, params = event.kind, event.target, event.params
         if kind in ("join", "restart"):
-            if kind == "restart" or target in self.up:
-                self.crash(target)
-                self.records[target].incarnation += 1
+            self.crash(target)  # a no-op unless it is up
             self.start(target, t)
         elif kind == "crash":
             self.crash(target)
@@ -120,7 +119,11 @@ class Cluster:
         return []
 
     def start(self, broker: str, t: float) -> None:
+        """Bring a broker up; every start after the first is a new incarnation (its sequence restarts)."""
         record = self.records[broker]
+        if broker in self.started:
+            record.incarnation += 1
+        self.started.add(broker)
         calls = [
             self.backend.call(self.host(broker), "start", record, self.quotas, t),
             self.backend.call(self.channel, "subscribe", broker, self.shards_of(broker)),

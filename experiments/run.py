@@ -23,6 +23,19 @@ def default_run_dir(scenario: Scenario) -> Path:
     return Path("runs") / f"{scenario.name}-{scenario.policy.name}-s{scenario.seed}-{stamp}"
 
 
+def scenario_manifest(scenario: Scenario) -> dict:
+    """The resolved scenario for manifest.json; a generated one keeps its `generated` block, not the
+    hundreds of thousands of groups and workloads it expands to."""
+    if scenario.generated is None:
+        return scenario.to_dict()
+    compact = dataclasses.replace(scenario, groups=(), brokers=())
+    return {
+        **compact.to_dict(),
+        "groups": f"{len(scenario.groups)} generated",
+        "brokers": f"{len(scenario.brokers)} generated",
+    }
+
+
 def run_scenario(scenario: Scenario, run_dir: Path, *, address: str | None = None, progress: bool = True) -> Path:
     """Run `scenario` into `run_dir` (created); returns it. The manifest's status tells how it ended."""
     run_dir = Path(run_dir)
@@ -35,7 +48,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, *, address: str | None = Non
         "seed": scenario.seed,
         "backend": scenario.backend,
         "mode": scenario.mode,
-        "scenario": scenario.to_dict(),
+        "scenario": scenario_manifest(scenario),
     }
     writer = TelemetryWriter(run_dir, run_dir.name, manifest)
     bar = tqdm(total=scenario.rounds, desc=scenario.name, unit="round", disable=not progress, leave=False)

@@ -86,7 +86,11 @@ def load_scenario(path: str | Path, overrides: Mapping[str, Any] | None = None) 
 
 
 def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
-    """Validate the raw mapping of a scenario file; `source` names it in errors and locates trace files."""
+    """Validate the raw mapping of a scenario file.
+
+    `source` names the file in errors, and trace files are read relative to its folder (the current
+    directory for the default '<scenario>').
+    """
     try:
         return _scenario(_top_level(data, source), Path(source).parent)
     except _FieldError as invalid:

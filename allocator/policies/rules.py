@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from allocator.policies.settings import Settings
-from allocator.policies.view import View
+from allocator.policies.view import View, row_sum
 from allocator.waterfill import max_min_fair
 
 
@@ -20,10 +20,10 @@ def pip82_equal(view: View, settings: Settings) -> np.ndarray:
     `quota - total usage` (10/50/30 under 100 -> 20/60/40; the group overshoots briefly and converges).
     Over quota every broker cuts in proportion, `usage * quota / total`.
     """
-    residual = view.residual[:, None]
+    under_quota = view.residual >= 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        cut = view.usage * (view.quota / view.total_usage)[:, None]
-    return np.where(residual >= 0, view.usage + residual, cut)
+        scale = np.where(under_quota, 1.0, view.quota / view.total_usage)
+    return view.usage * scale[:, None] + np.where(under_quota, view.residual, 0.0)[:, None]
 
 
 def pip82_proportional(view: View, settings: Settings) -> np.ndarray:
@@ -33,10 +33,10 @@ def pip82_proportional(view: View, settings: Settings) -> np.ndarray:
     11.11/55.56/33.33), which is a proportional cut over quota too. Nobody using anything: the equal share.
     An idle broker gets 0 while others use the quota (`min_share` is the remedy).
     """
-    total = view.total_usage[:, None]
+    used = view.total_usage > 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        share = view.usage + view.residual[:, None] * (view.usage / total)
-    return np.where(total > 0, share, view.equal_share[:, None])
+        scale = np.where(used, view.quota / view.total_usage, 0.0)  # usage + residual * usage / total
+    return view.usage * scale[:, None] + np.where(used, 0.0, view.equal_share)[:, None]
 
 
 def pip82_steal(view: View, settings: Settings) -> np.ndarray:
@@ -82,13 +82,13 @@ def doorman_proportional(view: View, settings: Settings) -> np.ndarray:
     """
     wants = _wants(view, settings)
     equal_share = view.equal_share[:, None]
-    below = view.present & (wants < equal_share)
-    extra_capacity = np.where(below, equal_share - wants, 0.0).sum(axis=1, keepdims=True)
-    extra_need = np.where(view.present & ~below, wants - equal_share, 0.0).sum(axis=1, keepdims=True)
-    overloaded = wants.sum(axis=1, keepdims=True) > view.quota[:, None]
+    beyond = wants - equal_share  # absent brokers want 0: below the equal share, and ignored
+    extra_capacity = row_sum(np.where(view.present & (beyond < 0), -beyond, 0.0))
+    extra_need = row_sum(np.maximum(beyond, 0.0))
+    overloaded = row_sum(wants) > view.quota
     with np.errstate(divide="ignore", invalid="ignore"):
-        top_up = equal_share + (wants - equal_share) * (extra_capacity / extra_need)
-    return np.where(overloaded & (wants > equal_share), top_up, wants)
+        top_up_ratio = np.where(overloaded, extra_capacity / extra_need, 1.0)[:, None]
+    return np.minimum(wants, equal_share + np.maximum(beyond, 0.0) * top_up_ratio)
 
 
 def max_min_fair_share(view: View, settings: Settings) -> np.ndarray:
@@ -113,11 +113,14 @@ def _wants(view: View, settings: Settings) -> np.ndarray:
 
 
 def _partner_usage(view: View) -> np.ndarray:
-    """[G, B] the usage of each present broker's partner: k-th lowest usage paired with k-th highest."""
-    order = np.argsort(np.where(view.present, view.usage, np.inf), axis=1, kind="stable")
-    n_brokers = order.shape[1]
-    rank = np.empty_like(order)
-    np.put_along_axis(rank, order, np.broadcast_to(np.arange(n_brokers), order.shape), axis=1)
-    partner_rank = np.clip(view.n_present[:, None] - 1 - rank, 0, n_brokers - 1)
-    partner = np.take_along_axis(order, partner_rank, axis=1)
-    return np.take_along_axis(view.usage, partner, axis=1)
+    """[G, B] the usage of each present broker's partner: the k-th lowest is paired with the k-th highest.
+
+    Brokers are ranked by usage (ties by column) with the absent ones last; the partner values are the usages
+    in descending order, where the absent brokers' zeros sort after every present usage.
+    """
+    ascending = np.argsort(np.where(view.present, view.usage, np.inf), axis=1, kind="stable")
+    descending_usage = np.sort(view.usage, axis=1)[:, ::-1]
+    n_groups, n_brokers = ascending.shape
+    partner_usage = np.empty(ascending.shape)
+    partner_usage.ravel()[ascending + (np.arange(n_groups) * n_brokers)[:, None]] = descending_usage
+    return partner_usage

@@ -25,7 +25,7 @@ class View:
     demand: np.ndarray | None  # [G, B]
     present: np.ndarray  # [G, B] bool
     limited: np.ndarray  # [G, B] bool
-    n_present: np.ndarray  # [G] int
+    n_present: np.ndarray  # [G], a count held as float64
     total_usage: np.ndarray  # [G]
 
     @property
@@ -36,7 +36,7 @@ class View:
     @property
     def equal_share(self) -> np.ndarray:
         """[G] quota / n_present (the whole quota when nobody is present)."""
-        return self.quota / np.maximum(self.n_present, 1)
+        return self.quota / np.maximum(self.n_present, 1.0)
 
     def throttled(self, tolerance: float) -> np.ndarray:
         """[G, B] a present broker using its own limit up to `tolerance` is taken as throttled."""
@@ -65,9 +65,9 @@ def make_view(
     usage = _rates("usage", usage, present)
     if demand is not None:
         demand = _rates("demand", _matrix("demand", np.asarray(demand, dtype=np.float64), usage.shape), present)
-    if np.isnan(limit[present]).any():
+    if limit.size and np.isnan(limit.min()) and (present & np.isnan(limit)).any():
         raise ValueError("limit: NaN for a present broker")
-    unlimited = (quota < 0) | np.isinf(quota)
+    unlimited = (quota < 0) | (quota == np.inf)
     return View(
         quota=np.where(unlimited, 0.0, quota),
         unlimited=unlimited,
@@ -75,10 +75,15 @@ def make_view(
         limit=limit,
         demand=demand,
         present=present,
-        limited=(limit >= 0) & np.isfinite(limit),
-        n_present=present.sum(axis=1),
-        total_usage=usage.sum(axis=1),
+        limited=(limit >= 0) & (limit < np.inf),
+        n_present=row_sum(present),
+        total_usage=row_sum(usage),
     )
+
+
+def row_sum(values: np.ndarray) -> np.ndarray:
+    """[G] the sum over brokers; a product with ones is several times faster than `sum(axis=1)` on short rows."""
+    return values @ np.ones(values.shape[1])
 
 
 def _matrix(name: str, values: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
@@ -90,11 +95,11 @@ def _matrix(name: str, values: np.ndarray, shape: tuple[int, int]) -> np.ndarray
 
 def _rates(name: str, values: np.ndarray, present: np.ndarray) -> np.ndarray:
     """Per-second rates: finite and non-negative where the broker is present; absent entries read as 0."""
-    seen = values[present]
-    wrong = ~(np.isfinite(seen) & (seen >= 0))
-    if wrong.any():
-        raise ValueError(f"{name}: must be finite and non-negative for present brokers, got {seen[wrong][0]}")
-    return np.where(present, values, 0.0)
+    rates = np.where(present, values, 0.0)
+    if rates.size and not (rates.min() >= 0 and rates.max() < np.inf):  # a NaN fails both
+        wrong = rates[~((rates >= 0) & (rates < np.inf))][0]
+        raise ValueError(f"{name}: must be finite and non-negative for present brokers, got {wrong}")
+    return rates
 
 
 def finish(new_limit: np.ndarray, view: View, settings: Settings) -> np.ndarray:
@@ -116,4 +121,6 @@ def finish(new_limit: np.ndarray, view: View, settings: Settings) -> np.ndarray:
     if settings.min_share:
         new_limit = np.maximum(new_limit, (settings.min_share * view.equal_share)[:, None])
     new_limit = np.where(view.present, np.maximum(new_limit, 0.0), 0.0)
-    return np.where(view.present & view.unlimited[:, None], -1.0, new_limit)
+    if view.unlimited.any():
+        new_limit[view.present & view.unlimited[:, None]] = -1.0
+    return new_limit

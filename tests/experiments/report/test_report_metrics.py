@@ -11,7 +11,10 @@ from experiments.report import metrics
 
 from .tables import event_row, events_frame, messages_frame, messages_row, rounds_frame, rounds_row
 
-pytestmark = pytest.mark.spark
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+]
 
 
 def by_key(frame, *key_columns):
@@ -61,42 +64,47 @@ def test_a_duplicated_row_is_summed_not_an_error(spark):
     assert (row["usage"], row["demand"], row["fair"]) == (20.0, 60.0, 60.0)
 
 
-@pytest.mark.parametrize(
-    ("usages", "demands", "jain", "fairness_error"),
-    [
-        ((50, 50), (50, 50), 1.0, 0.0),  # x = 1, 1
-        ((100, 0), (50, 50), 0.5, 1.0),  # x = 2, 0: one broker takes everything, Jain = 1/n
-        ((30, 10), (50, 50), 0.8, 0.6),  # x = 0.6, 0.2: 0.64 / (2 * 0.40)
-        ((45, 45, 10), (80, 80, 10), 1.0, 0.0),  # F = 45/45/10
-        ((50, 50, 5), (50, 50, 0), 1.0, 0.05),  # F_c = 0: c is left out of Jain, not of the error
-        ((0, 0), (50, 50), None, 1.0),  # every x = 0: undefined
-        ((0, 0), (0, 0), None, 0.0),  # nobody has a fair share > 0: undefined
-    ],
-)
-def test_jain_and_fairness_error(spark, usages, demands, jain, fairness_error):
-    rows = [rounds_row(0, f"b{i}", usage=u, demand=d) for i, (u, d) in enumerate(zip(usages, demands, strict=True))]
-    [row] = group_rounds_of(spark, rows).collect()
-    assert row["jain"] == (None if jain is None else pytest.approx(jain))
-    assert row["fairness_error"] == pytest.approx(fairness_error)
+# Cases of one round each, computed in one Spark job (a group per case): name -> (quota, usages, demands, expected).
+ROUND_CASES = {
+    # Jain of x_b = U_b / F_b and the fairness error sum |U_b - F_b| / Q
+    "equal": (100, (50, 50), (50, 50), {"jain": 1.0, "fairness_error": 0.0}),
+    "one takes all": (100, (100, 0), (50, 50), {"jain": 0.5, "fairness_error": 1.0}),  # x = 2, 0: Jain = 1/n
+    "unequal": (100, (30, 10), (50, 50), {"jain": 0.8, "fairness_error": 0.6}),  # x = .6, .2: .64 / (2 * .4)
+    "water-filled": (100, (45, 45, 10), (80, 80, 10), {"jain": 1.0, "fairness_error": 0.0}),  # F = 45/45/10
+    "no fair share": (100, (50, 50, 5), (50, 50, 0), {"jain": 1.0, "fairness_error": 0.05}),  # F_c = 0: not in Jain
+    "all idle": (100, (0, 0), (50, 50), {"jain": None, "fairness_error": 1.0}),  # every x = 0: undefined
+    "nothing wanted": (100, (0, 0), (0, 0), {"jain": None, "fairness_error": 0.0}),  # no F_b > 0: undefined
+    # target T = min(Q, D), overshoot max(0, U/Q - 1), utilization U / T
+    "over": (100, (60, 60), (75, 75), {"target": 100, "overshoot": 0.2, "utilization": 1.2}),
+    "under": (100, (20, 20), (25, 25), {"target": 50, "overshoot": 0.0, "utilization": 0.8}),
+    "zero target": (100, (0, 0), (0, 0), {"target": 0, "overshoot": 0.0, "utilization": None}),
+    "zero quota": (0, (5, 0), (5, 0), {"target": 0, "overshoot": None, "utilization": None}),
+    "unlimited": (
+        math.inf,
+        (30, 0),
+        (40, 0),
+        {"target": 40, "overshoot": 0.0, "utilization": 0.75, "fairness_error": None, "jain": 0.5},
+    ),
+}
 
 
-@pytest.mark.parametrize(
-    ("quota", "usages", "demands", "expected"),
-    [
-        (100, (60, 60), (75, 75), {"target": 100, "overshoot": 0.2, "utilization": 1.2}),
-        (100, (20, 20), (25, 25), {"target": 50, "overshoot": 0.0, "utilization": 0.8}),
-        (100, (0, 0), (0, 0), {"target": 0, "overshoot": 0.0, "utilization": None}),
-        (0, (5, 0), (5, 0), {"target": 0, "overshoot": None, "utilization": None}),
-        # unlimited: T = D, no overshoot, no fairness error
-        (math.inf, (30, 0), (40, 0), {"target": 40, "overshoot": 0.0, "utilization": 0.75, "fairness_error": None}),
-    ],
-)
-def test_target_overshoot_and_utilization(spark, quota, usages, demands, expected):
-    rows = [rounds_row(0, "a", usages[0], demands[0], quota), rounds_row(0, "b", usages[1], demands[1], quota)]
-    [row] = group_rounds_of(spark, rows).collect()
-    assert row["usage"] == sum(usages) and row["demand"] == sum(demands) and row["brokers"] == 2
-    for name, value in expected.items():
-        assert row[name] == (None if value is None else pytest.approx(value)), name
+@pytest.fixture(scope="module")
+def round_results(spark):
+    rows = [
+        rounds_row(0, f"b{i}", usage=u, demand=d, quota=quota, group=name)
+        for name, (quota, usages, demands, _) in ROUND_CASES.items()
+        for i, (u, d) in enumerate(zip(usages, demands, strict=True))
+    ]
+    return {row["group"]: row.asDict() for row in group_rounds_of(spark, rows).collect()}
+
+
+@pytest.mark.parametrize("name", ROUND_CASES)
+def test_round_metrics(round_results, name):
+    _, usages, demands, expected = ROUND_CASES[name]
+    row = round_results[name]
+    assert (row["usage"], row["demand"], row["brokers"]) == (sum(usages), sum(demands), len(usages))
+    for metric, value in expected.items():
+        assert row[metric] == (None if value is None else pytest.approx(value)), metric
 
 
 GROUP_ROUNDS_SCHEMA = T.StructType(

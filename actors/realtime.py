@@ -35,7 +35,8 @@ class RealtimeHost(BrokerHost):
         self._thread: threading.Thread | None = None
         self._next_tick: dict[str, float] = {}  # broker -> wall time of its next tick
         self._tick_round: dict[str, int] = {}
-        self._rows: list[dict[str, np.ndarray]] = []
+        self._pending_rows: list[dict[str, np.ndarray]] = []
+        self._error: BaseException | None = None
         self._stats: list[tuple[int, str, int, int, int]] = []  # round, broker, sent, suppressed, rejected
         self._lags_s: list[float] = []
         self._announcement_cursor = 0
@@ -81,9 +82,13 @@ class RealtimeHost(BrokerHost):
             super().set_clock_offset(*args)
 
     def drain(self) -> tuple[dict[str, np.ndarray], list[tuple[int, str, int, int, int]], list[float]]:
-        """Telemetry rows, per-tick report counts and timer lags gathered since the last call."""
+        """Telemetry rows, per-tick report counts and timer lags gathered since the last call.
+
+        A failure on the timer thread is raised here, so the driver's run fails instead of going quiet."""
+        if self._error is not None:
+            raise RuntimeError("a broker's timer failed") from self._error
         with self._lock:
-            rows, self._rows = concat_columns(self._rows), []
+            rows, self._pending_rows = concat_columns(self._pending_rows), []
             stats, self._stats = self._stats, []
             lags, self._lags_s = self._lags_s, []
         return rows, stats, lags
@@ -92,6 +97,12 @@ class RealtimeHost(BrokerHost):
         return getattr(self, "_epoch", time.time())
 
     def _run(self) -> None:
+        try:
+            self._tick_until_stopped()
+        except BaseException as error:  # handed to the driver by drain()
+            self._error = error
+
+    def _tick_until_stopped(self) -> None:
         while not self._stopping.is_set():
             with self._lock:
                 due = min(self._next_tick.items(), key=lambda item: item[1], default=None)
@@ -123,7 +134,7 @@ class RealtimeHost(BrokerHost):
                 self._membership, "announcements", self._announcement_cursor
             )
         rows, rejected = self.allocate_broker(broker, payloads, [tuple(d) for d in dead], round_index, t_s)
-        self._rows.append(rows)
+        self._pending_rows.append(rows)
         self._stats.append((round_index, broker, len(published.payloads), published.reports_suppressed, rejected))
         jitter = self.scenario.realtime.jitter_pct / 100.0
         interval = self.scenario.interval_s

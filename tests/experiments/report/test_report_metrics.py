@@ -79,11 +79,12 @@ ROUND_CASES = {
     "under": (100, (20, 20), (25, 25), {"target": 50, "overshoot": 0.0, "utilization": 0.8}),
     "zero target": (100, (0, 0), (0, 0), {"target": 0, "overshoot": 0.0, "utilization": None}),
     "zero quota": (0, (5, 0), (5, 0), {"target": 0, "overshoot": None, "utilization": None}),
+    # unlimited: T = D, no overshoot, F_b = D_b, no fairness error
     "unlimited": (
         math.inf,
         (30, 0),
-        (40, 0),
-        {"target": 40, "overshoot": 0.0, "utilization": 0.75, "fairness_error": None, "jain": 0.5},
+        (40, 20),
+        {"target": 60, "overshoot": 0.0, "utilization": 0.5, "fairness_error": None, "jain": 0.5},
     ),
 }
 

@@ -17,6 +17,8 @@ from actors.config import Profile, Scenario
 from actors.workload import rate_at
 from allocator.broker_node import BrokerNode, NodeSettings, Outbox, Traffic
 
+CLOCK_BASE_S = 1_000_000.0
+
 
 @dataclass
 class Load:
@@ -78,7 +80,7 @@ class LogicalBroker:
             quota_matrix(scenario, quotas, self.groups),
             node_settings(scenario),
             incarnation=record.incarnation,
-            now_s=now_s + record.clock_offset_s,
+            now_s=self.local_time(now_s),
             group_names={int(gid): name for gid, name in zip(group_ids, self.groups, strict=True)},
             known_brokers=[broker.name for broker in scenario.brokers],
         )
@@ -87,7 +89,9 @@ class LogicalBroker:
         self.outbox: Outbox | None = None
 
     def local_time(self, t_s: float) -> float:
-        return t_s + self.record.clock_offset_s
+        """The broker's own clock: run time plus its offset, from a base far from zero so that a negative
+        skew never gives a negative publish time."""
+        return CLOCK_BASE_S + t_s + self.record.clock_offset_s
 
     def offered_load(self, round_index: int) -> tuple[np.ndarray, np.ndarray]:
         """Messages per second offered this round per group, and their mean size in bytes."""

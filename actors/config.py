@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-DIMENSIONS = ("publish_msgs_per_s", "publish_bytes_per_s", "dispatch_msgs_per_s", "dispatch_bytes_per_s")
+from allocator.codec import DIMENSIONS
 
 
 @dataclass(frozen=True)

@@ -177,6 +177,9 @@ class BrokerNode:
             except ReportError:
                 inbox.rejected += 1
                 continue
+            if tuple(report.dimensions) != tuple(self.settings.dimensions):
+                inbox.rejected += 1  # its columns would land in the wrong dimensions, or not fit at all
+                continue
             if report.broker == self.name:
                 inbox.discarded += 1
                 continue
@@ -225,7 +228,7 @@ class BrokerNode:
     # -- internals -------------------------------------------------------------------------------
 
     def _start_serving(self, starting: np.ndarray, now_s: float) -> None:
-        view = np.maximum(self.table.view_brokers()[starting], 1)
+        view = self.table.present[starting, 1:].sum(axis=1) + 1  # the others it knows, and itself
         for index in range(len(self.settings.dimensions)):
             initial = policies.initial_limit(self.settings.policy, self.quota[starting, index], view)
             self.limit[starting, index] = self._floored(initial)

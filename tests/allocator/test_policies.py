@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from numpy.testing import assert_allclose
 
 from allocator.policies import POLICIES, Settings, check_params, initial_limit, pulsar_local_quota, step
@@ -44,6 +45,8 @@ class Case:
     params: dict[str, float] = field(default_factory=dict)
 
 
+# A table reads best one case a line.
+# fmt: off
 CASES = [
     # PIP-82 "Enforcement": quota 100, usages 10/50/30, each broker adds the whole residual of 10.
     Case("pip82-equal: PIP-82 example", "pip82-equal", [100], [[10, 50, 30]], [[20, 60, 40]]),
@@ -108,6 +111,7 @@ CASES = [
     Case("unlimited quota", "fair-share", [-1, 100], [[5, 7], [10, 50]], [[-1, 0], [11, 0]],
          present=[[True, False], [True, False]]),
 ]
+# fmt: on
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.label)
@@ -133,11 +137,19 @@ def test_policies_are_callable_with_bound_settings() -> None:
     settings_ = policy.settings({"steal_fraction": 0.25})
     assert settings_ == Settings(steal_fraction=0.25)
     assert_allclose(policy([100.0], [[80, 20]], [[80, 20]], None, None, settings_), [[80, 35]])
-    assert set(POLICIES) == {"pulsar", "pip82-equal", "pip82-proportional", "pip82-steal",
-                             "doorman-proportional", "doorman-fair", "fair-share"}
+    assert set(POLICIES) == {
+        "pulsar",
+        "pip82-equal",
+        "pip82-proportional",
+        "pip82-steal",
+        "doorman-proportional",
+        "doorman-fair",
+        "fair-share",
+    }
 
 
 # -- pulsar_local_quota: Pulsar's ResourceQuotaCalculatorImpl.computeLocalQuota -----------------------------
+
 
 @pytest.mark.parametrize(
     ("conf", "my", "all_usages", "expected"),
@@ -166,9 +178,13 @@ def test_pulsar_local_quota_rejects_negative_usage(my: int, all_usages: list[int
 
 # -- parameters, names, shapes ------------------------------------------------------------------------------
 
+
 def test_unknown_policy_names_it_and_lists_the_known_ones() -> None:
-    for call in (lambda: check_params("pip-82", {}), lambda: step("pip-82", [1.0], [[0.0]], [[0.0]]),
-                 lambda: initial_limit("pip-82", [1.0], [1])):
+    for call in (
+        lambda: check_params("pip-82", {}),
+        lambda: step("pip-82", [1.0], [[0.0]], [[0.0]]),
+        lambda: initial_limit("pip-82", [1.0], [1]),
+    ):
         with pytest.raises(ValueError, match="unknown policy 'pip-82'.*fair-share"):
             call()
 
@@ -243,17 +259,11 @@ rate = st.floats(0.0, 1e6, allow_nan=False, allow_infinity=False)
 @st.composite
 def views(draw, quota_floor: float = 0.0):
     """A random view: G groups, B brokers, some absent, some unlimited, demand or not."""
-    n_groups, n_brokers = draw(st.integers(1, 4)), draw(st.integers(1, 5))
-    matrix = st.lists(st.lists(rate, min_size=n_brokers, max_size=n_brokers), min_size=n_groups,
-                      max_size=n_groups)
-    quota = draw(st.lists(st.one_of(st.floats(quota_floor, 1e6), st.just(-1.0)), min_size=n_groups,
-                          max_size=n_groups))
-    usage = np.array(draw(matrix))
-    limit = np.array(draw(matrix))
-    demand = np.array(draw(matrix)) if draw(st.booleans()) else None
-    present = np.array(draw(st.lists(st.lists(st.booleans(), min_size=n_brokers, max_size=n_brokers),
-                                     min_size=n_groups, max_size=n_groups)))
-    return np.array(quota), usage, limit, demand, present
+    shape = (draw(st.integers(1, 4)), draw(st.integers(1, 5)))
+    quota = draw(hnp.arrays(np.float64, shape[0], elements=st.one_of(st.floats(quota_floor, 1e6), st.just(-1.0))))
+    matrix = hnp.arrays(np.float64, shape, elements=rate)
+    usage, limit, demand = draw(matrix), draw(matrix), draw(st.one_of(st.none(), matrix))
+    return quota, usage, limit, demand, draw(hnp.arrays(np.bool_, shape))
 
 
 @settings(max_examples=300, deadline=None)
@@ -269,8 +279,7 @@ def test_limits_are_never_negative_and_within_quota_when_conservative(view, name
 def test_a_broker_never_reads_another_brokers_limit(view, name: str, broker: int, data) -> None:
     quota, usage, limit, demand, present = view
     broker %= usage.shape[1]
-    other_limits = np.array(data.draw(st.lists(rate, min_size=limit.size, max_size=limit.size)))
-    changed = other_limits.reshape(limit.shape)
+    changed = data.draw(hnp.arrays(np.float64, limit.shape, elements=rate))
     changed[:, broker] = limit[:, broker]
     first = step(name, quota, usage, limit, demand, present, min_share=0.1, smoothing=0.3, max_step=0.2)
     second = step(name, quota, usage, changed, demand, present, min_share=0.1, smoothing=0.3, max_step=0.2)

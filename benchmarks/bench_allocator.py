@@ -1,0 +1,273 @@
+"""How long does one allocation take, and one whole broker round, at PIP-82's size (5,000 groups a broker)?
+
+Two measurements, each the median of many repetitions (min and p90 given too):
+
+- `step`: one `allocator.policies.step` over 5,000 groups x 5 brokers (every broker present, usages drawn
+  uniformly from [50, 400] msgs/s against a quota of 1,000, limits near the usages so some brokers count as
+  throttled). Target: under 1 ms for `pip82-steal` and `fair-share`; the other policies are timed for
+  comparison.
+- `round`: one full `BrokerNode` round of one broker hosting 5,000 groups, each shared with the same 4 other
+  brokers: `admit`, `build_reports`, `receive` of the 4 other brokers' reports, `cleanup`, `allocate`.
+  Five nodes are built on the same 5,000 groups and warmed up for a few rounds; in every timed round the
+  other four run their first phase (their payloads are prepared) before node 0's round is timed, then
+  they run their second phase untimed. Offered load is Poisson around a per-(group, broker) mean, so usage
+  moves every round. Two reporting settings: `threshold_pct: 0` (every group is reported every round:
+  the worst case, 5,000-group reports) and the default 10% threshold (most groups suppressed in a steady
+  state). Target: under 10 ms.
+
+The machine's load average is recorded with the figures: on a shared machine they are upper bounds.
+
+Run from the repository root: `python benchmarks/bench_allocator.py` (prints a table, writes
+`benchmarks/results/allocator.json`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: make the repository importable
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from allocator import policies  # noqa: E402
+from allocator.broker_node import BrokerNode, NodeSettings  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "allocator.json"
+GROUPS = 5_000
+BROKERS = 5
+QUOTA = 1_000.0
+STEP_TARGET_MS = 1.0
+ROUND_TARGET_MS = 10.0
+TARGET_POLICIES = ("pip82-steal", "fair-share")
+
+
+def _stats(seconds: list[float]) -> dict:
+    ms = np.asarray(seconds) * 1e3
+    return {
+        "repeats": len(ms),
+        "median_ms": float(np.median(ms)),
+        "min_ms": float(ms.min()),
+        "p90_ms": float(np.percentile(ms, 90)),
+        "max_ms": float(ms.max()),
+    }
+
+
+def _timed(call: Callable[[], object], repeats: int) -> list[float]:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def step_inputs(groups: int = GROUPS, brokers: int = BROKERS, seed: int = 82) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    usage = rng.uniform(50.0, 400.0, (groups, brokers))
+    return {
+        "quota": np.full(groups, QUOTA),
+        "usage": usage,
+        "limit": usage * rng.uniform(0.97, 1.3, (groups, brokers)),  # about a fifth count as throttled
+        "present": np.ones((groups, brokers), dtype=bool),
+    }
+
+
+def time_step(groups: int = GROUPS, brokers: int = BROKERS, repeats: int = 500) -> dict[str, dict]:
+    """Median time of one `policies.step` per policy; the policies take turns, `repeats` calls each."""
+    inputs = step_inputs(groups, brokers)
+    names = list(policies.POLICIES)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for name in names:  # warm-up
+        policies.step(name, **inputs)
+    batch = 50
+    for _ in range(max(1, repeats // batch)):
+        for name in names:
+            times[name] += _timed(lambda n=name: policies.step(n, **inputs), batch)
+    return {name: {**_stats(t), "target_ms": STEP_TARGET_MS if name in TARGET_POLICIES else None} for name, t in
+            times.items()}
+
+
+class _Cluster:
+    """`brokers` BrokerNodes sharing the same `groups` groups, driven round by round."""
+
+    def __init__(self, groups: int, brokers: int, policy: str, threshold_pct: float, seed: int = 82):
+        settings = NodeSettings(
+            dimensions=("publish_msgs_per_s",), interval_s=1.0, policy=policy, threshold_pct=threshold_pct
+        )
+        rng = np.random.default_rng(seed)
+        group_ids = np.arange(groups, dtype=np.int64)
+        names = [f"broker-{i:03d}" for i in range(brokers)]
+        self.nodes = [
+            BrokerNode(
+                name,
+                rng.permutation(group_ids),  # each broker lists its groups in its own order
+                np.full(groups, QUOTA),
+                settings,
+                now_s=0.0,
+                group_names={int(g): f"tenant-{g // 100:04d}/ns-{g:06d}" for g in group_ids},
+                known_brokers=names,
+            )
+            for name in names
+        ]
+        self.mean = [rng.uniform(50.0, 400.0, groups) for _ in names]  # msgs/s, per node's own row order
+        self.msg_bytes = np.full(groups, 1000.0)
+        self.rng = rng
+        self.round = 0
+
+    def phase1(self, index: int, now_s: float) -> list[bytes]:
+        node = self.nodes[index]
+        demand = self.rng.poisson(self.mean[index]).astype(np.float64)
+        outbox = node.build_reports(node.admit(demand, self.msg_bytes, now_s), now_s)
+        return [payload for _, payload in outbox.payloads]
+
+    def phase2(self, index: int, payloads: list[bytes], now_s: float) -> None:
+        node = self.nodes[index]
+        node.receive(payloads, now_s)
+        node.cleanup(now_s)
+        node.allocate()
+
+    def full_round(self, timed: int | None = None) -> tuple[float, dict[str, float], int]:
+        """One round of every node; node `timed`'s own round is timed (after the others' first phase)."""
+        self.round += 1
+        now_s = float(self.round)
+        outgoing: dict[int, list[bytes]] = {}
+        for index in range(len(self.nodes)):
+            if index != timed:
+                outgoing[index] = self.phase1(index, now_s)
+        parts: dict[str, float] = {}
+        elapsed, reported = 0.0, 0
+        if timed is not None:
+            inbox = [p for index, payloads in outgoing.items() for p in payloads]
+            node = self.nodes[timed]
+            demand = self.rng.poisson(self.mean[timed]).astype(np.float64)
+            clock = time.perf_counter
+            t0 = clock()
+            traffic = node.admit(demand, self.msg_bytes, now_s)
+            t1 = clock()
+            outbox = node.build_reports(traffic, now_s)
+            t2 = clock()
+            node.receive(inbox, now_s)
+            t3 = clock()
+            node.cleanup(now_s)
+            t4 = clock()
+            node.allocate()
+            t5 = clock()
+            elapsed = t5 - t0
+            parts = {"admit": t1 - t0, "build_reports": t2 - t1, "receive": t3 - t2, "cleanup": t4 - t3,
+                     "allocate": t5 - t4}
+            outgoing[timed] = [payload for _, payload in outbox.payloads]
+            reported = int(outbox.reported.sum())
+        for index in range(len(self.nodes)):
+            if index != timed:
+                inbox = [p for sender, payloads in outgoing.items() if sender != index for p in payloads]
+                self.phase2(index, inbox, now_s)
+        return elapsed, parts, reported
+
+
+def time_round(
+    policy: str, threshold_pct: float, groups: int = GROUPS, brokers: int = BROKERS, warmup: int = 5,
+    repeats: int = 60
+) -> dict:
+    cluster = _Cluster(groups, brokers, policy, threshold_pct)
+    for _ in range(warmup):
+        cluster.full_round()
+    totals: list[float] = []
+    parts: dict[str, list[float]] = {}
+    report_groups: list[int] = []
+    for _ in range(repeats):
+        elapsed, split, reported = cluster.full_round(timed=0)
+        totals.append(elapsed)
+        for name, seconds in split.items():
+            parts.setdefault(name, []).append(seconds)
+        report_groups.append(reported)
+    node = cluster.nodes[0]
+    return {
+        "policy": policy,
+        "threshold_pct": threshold_pct,
+        "groups": groups,
+        "brokers": brokers,
+        "warmup_rounds": warmup,
+        **_stats(totals),
+        "median_parts_ms": {name: float(np.median(s) * 1e3) for name, s in parts.items()},
+        "mean_groups_reported": float(np.mean(report_groups)),
+        "view_brokers_mean": float(node.view_brokers().mean()),
+        "target_ms": ROUND_TARGET_MS,
+    }
+
+
+def run(step_repeats: int = 500, round_repeats: int = 60) -> dict:
+    load_before = os.getloadavg()
+    step = time_step(repeats=step_repeats)
+    rounds = [
+        time_round(policy, threshold, repeats=round_repeats)
+        for policy in TARGET_POLICIES
+        for threshold in (0.0, 10.0)
+    ]
+    load_after = os.getloadavg()
+    return {
+        "groups": GROUPS,
+        "brokers": BROKERS,
+        "step": step,
+        "rounds": rounds,
+        "targets": {
+            "step_ms": STEP_TARGET_MS,
+            "round_ms": ROUND_TARGET_MS,
+            "step_met": {name: step[name]["median_ms"] < STEP_TARGET_MS for name in TARGET_POLICIES},
+            "round_met": all(r["median_ms"] < ROUND_TARGET_MS for r in rounds),
+        },
+        "loadavg_1m": {"before": load_before[0], "after": load_after[0]},
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "machine": platform.platform(),
+        "versions": {pkg: version(pkg) for pkg in ("numpy", "msgpack")},
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _table(result: dict) -> str:
+    lines = [
+        f"policies.step over {result['groups']:,} groups x {result['brokers']} brokers"
+        f" (target < {STEP_TARGET_MS:g} ms for {', '.join(TARGET_POLICIES)})",
+        f"{'policy':<22} {'median ms':>10} {'min ms':>8} {'p90 ms':>8}",
+    ]
+    for name, row in result["step"].items():
+        mark = "" if row["target_ms"] is None else ("  met" if row["median_ms"] < row["target_ms"] else "  MISSED")
+        lines.append(f"{name:<22} {row['median_ms']:>10.3f} {row['min_ms']:>8.3f} {row['p90_ms']:>8.3f}{mark}")
+    lines.append("")
+    lines.append(
+        f"BrokerNode round, {result['groups']:,} groups shared with {result['brokers'] - 1} others"
+        f" (target < {ROUND_TARGET_MS:g} ms)"
+    )
+    lines.append(
+        f"{'policy':<12} {'thresh%':>7} {'reported':>8} {'median ms':>10} {'min ms':>8} {'p90 ms':>8}"
+        "  admit/build/receive/cleanup/allocate (median ms)"
+    )
+    for row in result["rounds"]:
+        parts = "/".join(f"{v:.2f}" for v in row["median_parts_ms"].values())
+        mark = "met" if row["median_ms"] < row["target_ms"] else "MISSED"
+        lines.append(
+            f"{row['policy']:<12} {row['threshold_pct']:>7g} {row['mean_groups_reported']:>8.0f}"
+            f" {row['median_ms']:>10.2f} {row['min_ms']:>8.2f} {row['p90_ms']:>8.2f}  {parts}  {mark}"
+        )
+    load = result["loadavg_1m"]
+    lines.append(f"load average (1 min) {load['before']:.2f} -> {load['after']:.2f} on {result['cpus']} CPUs")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    result = run()
+    print(f"Python {result['python']}, numpy {result['versions']['numpy']}")
+    print(_table(result))
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"saved {RESULTS.relative_to(ROOT)}")

@@ -1,0 +1,341 @@
+"""UsageTable: merging reports into `group -> broker -> entry`, and every cleanup rule of PIP-82."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from allocator.codec import UsageReport
+from allocator.usage_table import OWN, CleanupRules, Merge, UsageTable
+
+DIMS = ("publish_msgs_per_s", "publish_bytes_per_s")
+GROUPS = np.array([30, 10, 20])  # not sorted: rows follow this order, lookups must not assume sorting
+RULES = CleanupRules(stale_after_s=10.0, max_report_age_s=2.0)
+
+
+def make_table(groups=GROUPS, rules=RULES) -> UsageTable:
+    return UsageTable("me", np.asarray(groups), len(DIMS), rules)
+
+
+def report(broker, seq, groups, usage, *, incarnation=0, sent_at_s=100.0, demand=None) -> UsageReport:
+    groups = np.asarray(groups, dtype=np.int64)
+    return UsageReport(
+        broker=broker,
+        incarnation=incarnation,
+        seq=seq,
+        sent_at_ms=int(round(sent_at_s * 1000)),
+        interval_ms=1000,
+        dimensions=DIMS,
+        group_ids=groups,
+        usage=np.asarray(usage, dtype=np.float64).reshape(len(groups), len(DIMS)),
+        demand=None if demand is None else np.asarray(demand, dtype=np.float64).reshape(len(groups), len(DIMS)),
+    )
+
+
+def entry(table: UsageTable, group: int, broker: str) -> tuple[bool, np.ndarray]:
+    """(present, usage[D]) of one entry; a broker never heard of reads as absent."""
+    (row,), (known,) = table.local_rows(np.array([group]))
+    assert known, f"group {group} is not in the table"
+    if broker not in table.brokers:
+        return False, np.zeros(len(DIMS))
+    column = table.brokers.index(broker)
+    return bool(table.present[row, column]), table.usage[row, column].copy()
+
+
+def present_groups(table: UsageTable, broker: str) -> set[int]:
+    return {int(g) for g in table.group_ids if entry(table, int(g), broker)[0]}
+
+
+def test_merge_puts_each_row_in_its_group_and_the_senders_column():
+    table = make_table()
+    outcome = table.merge(report("b", 1, [20, 30], [[5.0, 500.0], [7.0, 700.0]]), now_s=100.0)
+    assert outcome is Merge.ACCEPTED
+    assert table.brokers == ["me", "b"]
+    assert entry(table, 20, "b")[0] and entry(table, 30, "b")[0]
+    np.testing.assert_array_equal(entry(table, 20, "b")[1], [5.0, 500.0])
+    np.testing.assert_array_equal(entry(table, 30, "b")[1], [7.0, 700.0])
+    assert present_groups(table, "b") == {20, 30}
+    assert not table.present[:, OWN].any()  # the own column is only set by set_own
+    assert not table.demand_known.any()  # the report had no demand
+    np.testing.assert_array_equal(table.view_brokers(), [1, 0, 1])  # rows in GROUPS order: 30, 10, 20
+
+
+def test_demand_is_stored_and_marked_known_when_the_report_carries_it():
+    table = make_table()
+    table.merge(report("b", 1, [10], [[5.0, 50.0]], demand=[[9.0, 90.0]]), now_s=100.0)
+    (row,), _ = table.local_rows(np.array([10]))
+    np.testing.assert_array_equal(table.demand[row, 1], [9.0, 90.0])
+    assert table.demand_known[row, 1]
+    table.merge(report("b", 2, [10], [[6.0, 60.0]]), now_s=101.0)  # a later report without demand
+    assert not table.demand_known[row, 1]
+
+
+def test_set_own_fills_column_zero_for_the_groups_served():
+    table = make_table()
+    usage = np.array([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0]])
+    table.set_own(usage, usage * 2, np.array([True, False, True]), now_s=5.0)
+    np.testing.assert_array_equal(table.present[:, OWN], [True, False, True])
+    np.testing.assert_array_equal(table.usage[:, OWN], usage)
+    np.testing.assert_array_equal(table.demand[:, OWN], usage * 2)
+
+
+def test_a_row_of_zeros_removes_only_that_entry():
+    table = make_table()
+    table.merge(report("b", 1, [20, 30], [[5.0, 500.0], [7.0, 700.0]]), now_s=100.0)
+    assert table.merge(report("b", 2, [20], [[0.0, 0.0]]), now_s=101.0) is Merge.ACCEPTED
+    assert present_groups(table, "b") == {30}
+    # zero in one dimension only is still traffic
+    table.merge(report("b", 3, [10], [[0.0, 64.0]]), now_s=101.0)
+    assert present_groups(table, "b") == {10, 30}
+
+
+def test_entries_of_others_expire_after_stale_after_s_but_the_own_column_never_does():
+    table = make_table()
+    table.set_own(np.ones((3, 2)), np.ones((3, 2)), np.ones(3, dtype=bool), now_s=0.0)
+    table.merge(report("b", 1, [10, 20], [[1.0, 1.0], [2.0, 2.0]]), now_s=100.0)
+    table.merge(report("c", 1, [10], [[3.0, 3.0]], sent_at_s=104.0), now_s=104.0)
+    assert table.expire(110.0) == 0  # refreshed exactly stale_after_s ago: still fresh
+    assert table.expire(110.5) == 2  # b's two entries
+    assert present_groups(table, "b") == set()
+    assert present_groups(table, "c") == {10}
+    assert table.expire(114.5) == 1
+    assert table.expire(10_000.0) == 0
+    assert table.present[:, OWN].all()
+
+
+def test_reports_older_than_max_report_age_are_dropped_by_publish_time():
+    table = make_table()
+    too_old = report("b", 1, [10], [[5.0, 5.0]], sent_at_s=97.999)
+    assert table.merge(too_old, now_s=100.0) is Merge.TOO_OLD
+    assert "b" not in table.brokers and not table.present.any()
+    just_in_time = report("b", 1, [10], [[5.0, 5.0]], sent_at_s=98.0)
+    assert table.merge(just_in_time, now_s=100.0) is Merge.ACCEPTED
+    # a report from the future (a clock ahead of ours) is not too old
+    assert table.merge(report("c", 1, [10], [[1.0, 1.0]], sent_at_s=105.0), now_s=100.0) is Merge.ACCEPTED
+
+
+def test_same_sequence_number_is_a_duplicate_and_an_older_one_never_overwrites():
+    table = make_table()
+    assert table.merge(report("b", 5, [10], [[5.0, 50.0]]), now_s=100.0) is Merge.ACCEPTED
+    assert table.merge(report("b", 5, [10], [[5.0, 50.0]]), now_s=100.0) is Merge.DUPLICATE
+    assert table.merge(report("b", 4, [10], [[99.0, 990.0]]), now_s=100.0) is Merge.DUPLICATE
+    np.testing.assert_array_equal(entry(table, 10, "b")[1], [5.0, 50.0])
+    # a late zero row with an old sequence number does not remove the fresher entry either
+    assert table.merge(report("b", 3, [10], [[0.0, 0.0]]), now_s=100.0) is Merge.DUPLICATE
+    assert entry(table, 10, "b")[0]
+    assert table.merge(report("b", 6, [10], [[6.0, 60.0]]), now_s=101.0) is Merge.ACCEPTED
+    np.testing.assert_array_equal(entry(table, 10, "b")[1], [6.0, 60.0])
+
+
+def test_sequence_numbers_are_checked_per_entry():
+    """A late report covering a fresher entry and an older one updates only the older one."""
+    table = make_table()
+    table.merge(report("b", 7, [20], [[7.0, 70.0]]), now_s=100.0)
+    late = report("b", 6, [20, 30], [[6.0, 60.0], [6.5, 65.0]])
+    assert table.merge(late, now_s=100.0) is Merge.ACCEPTED
+    np.testing.assert_array_equal(entry(table, 20, "b")[1], [7.0, 70.0])
+    np.testing.assert_array_equal(entry(table, 30, "b")[1], [6.5, 65.0])
+
+
+def test_an_expired_entry_is_not_revived_by_a_late_copy_but_is_by_a_newer_report():
+    table = make_table()
+    table.merge(report("b", 3, [10], [[3.0, 3.0]]), now_s=100.0)
+    table.expire(111.0)
+    assert table.merge(report("b", 3, [10], [[3.0, 3.0]], sent_at_s=110.0), now_s=111.0) is Merge.DUPLICATE
+    assert not entry(table, 10, "b")[0]
+    assert table.merge(report("b", 4, [10], [[4.0, 4.0]], sent_at_s=111.0), now_s=111.0) is Merge.ACCEPTED
+    assert entry(table, 10, "b")[0]
+
+
+def test_a_higher_incarnation_voids_what_the_old_one_said():
+    table = make_table()
+    table.merge(report("b", 40, [20, 30], [[5.0, 5.0], [7.0, 7.0]], incarnation=0), now_s=100.0)
+    # the restarted broker counts its sequence numbers from 1 again
+    assert table.merge(report("b", 1, [20], [[2.0, 2.0]], incarnation=1), now_s=101.0) is Merge.ACCEPTED
+    assert present_groups(table, "b") == {20}
+    np.testing.assert_array_equal(entry(table, 20, "b")[1], [2.0, 2.0])
+    stale = report("b", 41, [10, 20, 30], [[9.0, 9.0]] * 3, incarnation=0)
+    assert table.merge(stale, now_s=101.0) is Merge.OLD_INCARNATION
+    assert present_groups(table, "b") == {20}
+    np.testing.assert_array_equal(entry(table, 20, "b")[1], [2.0, 2.0])
+
+
+def test_remove_broker_clears_its_column_and_nothing_else():
+    table = make_table()
+    table.set_own(np.ones((3, 2)), np.ones((3, 2)), np.ones(3, dtype=bool), now_s=100.0)
+    table.merge(report("b", 1, [10, 20], [[1.0, 1.0], [2.0, 2.0]]), now_s=100.0)
+    table.merge(report("c", 1, [10], [[3.0, 3.0]]), now_s=100.0)
+    assert table.remove_broker("b") is True
+    assert present_groups(table, "b") == set()
+    assert present_groups(table, "c") == {10}
+    assert table.present[:, OWN].all()
+    assert table.remove_broker("nobody") is False
+    assert table.remove_broker("me") is False  # the own column is not the membership's to remove
+    assert table.present[:, OWN].all()
+
+
+def test_remove_broker_with_an_older_incarnation_keeps_the_live_one():
+    table = make_table()
+    table.merge(report("b", 1, [10], [[1.0, 1.0]], incarnation=2), now_s=100.0)
+    assert table.remove_broker("b", incarnation=1) is False
+    assert entry(table, 10, "b")[0]
+    assert table.remove_broker("b", incarnation=2) is True
+    assert not entry(table, 10, "b")[0]
+
+
+def test_a_late_report_of_a_removed_incarnation_does_not_bring_it_back():
+    """Membership never revives a dead incarnation; a copy still in the channel must not either."""
+    table = make_table()
+    table.merge(report("b", 1, [10], [[1.0, 1.0]], incarnation=2), now_s=100.0)
+    table.remove_broker("b", incarnation=2)
+    late = report("b", 2, [10, 20], [[2.0, 2.0], [2.0, 2.0]], incarnation=2, sent_at_s=100.5)
+    assert table.merge(late, now_s=101.0) is Merge.OLD_INCARNATION
+    assert present_groups(table, "b") == set()
+    restarted = report("b", 1, [20], [[3.0, 3.0]], incarnation=3, sent_at_s=101.0)
+    assert table.merge(restarted, now_s=101.0) is Merge.ACCEPTED
+    assert present_groups(table, "b") == {20}
+    # without an incarnation, whatever incarnation was live is the dead one
+    assert table.remove_broker("b") is True
+    assert table.merge(report("b", 2, [20], [[3.0, 3.0]], incarnation=3), now_s=101.0) is Merge.OLD_INCARNATION
+    assert table.merge(report("b", 1, [20], [[4.0, 4.0]], incarnation=4), now_s=101.0) is Merge.ACCEPTED
+
+
+def test_groups_the_table_does_not_hold_are_ignored():
+    table = make_table()
+    mixed = report("b", 1, [99, 20, 5], [[9.0, 9.0], [2.0, 2.0], [5.0, 5.0]])
+    assert table.merge(mixed, now_s=100.0) is Merge.ACCEPTED
+    assert present_groups(table, "b") == {20}
+    np.testing.assert_array_equal(entry(table, 20, "b")[1], [2.0, 2.0])
+    foreign = report("c", 1, [99, 5, 40], [[9.0, 9.0]] * 3)
+    assert table.merge(foreign, now_s=100.0) is not Merge.ACCEPTED
+    assert present_groups(table, "c") == set()
+    assert int(table.present.sum()) == 1
+
+
+def test_a_table_of_no_groups_ignores_every_report():
+    table = make_table(groups=np.array([], dtype=np.int64))
+    assert table.merge(report("b", 1, [10], [[1.0, 1.0]]), now_s=100.0) is not Merge.ACCEPTED
+    assert table.present.shape == (0, table.present.shape[1])
+    assert table.expire(1000.0) == 0
+
+
+@pytest.mark.parametrize("n_brokers", [4, 5, 8, 9, 16, 17, 40])
+def test_growing_the_columns_keeps_every_entry(n_brokers):
+    table = make_table()
+    table.set_own(np.full((3, 2), 0.5), np.full((3, 2), 0.5), np.ones(3, dtype=bool), now_s=100.0)
+    for index in range(1, n_brokers):
+        groups = [10, 20] if index % 2 else [30]
+        table.merge(report(f"b{index}", 1, groups, [[index, 100.0 * index]] * len(groups)), now_s=100.0)
+    assert table.n_brokers == n_brokers
+    assert table.present.shape[1] >= n_brokers
+    for index in range(1, n_brokers):
+        groups = {10, 20} if index % 2 else {30}
+        assert present_groups(table, f"b{index}") == groups
+        for group in groups:
+            np.testing.assert_array_equal(entry(table, group, f"b{index}")[1], [index, 100.0 * index])
+    np.testing.assert_array_equal(table.usage[:, OWN], np.full((3, 2), 0.5))
+    expected_view = 1 + np.array([(n_brokers - 1) // 2, (n_brokers) // 2, (n_brokers) // 2])
+    np.testing.assert_array_equal(table.view_brokers(), expected_view)  # rows: 30, 10, 20
+
+
+# -- property: any sequence of merges, removals and expiries, against a plain-dict model ------------------
+
+BROKERS = ("b1", "b2", "b3")
+HELD = (10, 20, 30)
+RATES = st.sampled_from([0.0, 1.5, 4.0])
+
+merge_op = st.tuples(
+    st.just("merge"),
+    st.sampled_from(BROKERS),
+    st.integers(0, 2),  # incarnation
+    st.integers(0, 6),  # seq
+    st.lists(st.sampled_from((*HELD, 99)), min_size=1, max_size=4, unique=True),
+    st.lists(st.tuples(RATES, RATES), min_size=4, max_size=4),
+    st.sampled_from([0.0, 1.0, 3.0]),  # age of the report when it arrives
+)
+remove_op = st.tuples(st.just("remove"), st.sampled_from(BROKERS), st.one_of(st.none(), st.integers(0, 2)))
+advance_op = st.tuples(st.just("advance"), st.sampled_from([0.5, 4.0, 11.0]))
+
+
+class Model:
+    """The cleanup rules written the plain way, one entry at a time."""
+
+    def __init__(self):
+        self.incarnation: dict[str, int] = {}
+        self.entries: dict[tuple[int, str], dict] = {}
+
+    def merge(self, broker, incarnation, seq, groups, usage, sent_at, now) -> Merge:
+        if sent_at < now - RULES.max_report_age_s:
+            return Merge.TOO_OLD
+        current = self.incarnation.setdefault(broker, 0)
+        if incarnation < current:
+            return Merge.OLD_INCARNATION
+        if incarnation > current:
+            self.clear(broker)
+            self.incarnation[broker] = incarnation
+        accepted = False
+        for group, row in zip(groups, usage, strict=False):
+            if group not in HELD:
+                continue
+            old = self.entries.get((group, broker), {"seq": -1})
+            if seq > old["seq"]:
+                self.entries[(group, broker)] = {"seq": seq, "usage": row, "present": any(row), "at": now}
+                accepted = True
+        return Merge.ACCEPTED if accepted else Merge.DUPLICATE
+
+    def clear(self, broker):
+        for key in [key for key in self.entries if key[1] == broker]:
+            del self.entries[key]
+
+    def remove(self, broker, incarnation) -> bool:
+        if broker not in self.incarnation:
+            return False
+        current = self.incarnation[broker]
+        if incarnation is not None and incarnation < current:
+            return False
+        self.clear(broker)
+        self.incarnation[broker] = max(current, incarnation if incarnation is not None else current) + 1
+        return True
+
+    def expire(self, now):
+        for value in self.entries.values():
+            if value["present"] and value["at"] < now - RULES.stale_after_s:
+                value["present"] = False
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(merge_op, remove_op, advance_op), max_size=40))
+def test_any_history_matches_the_model_and_keeps_the_invariants(ops):
+    table, model = make_table(groups=np.array(HELD)), Model()
+    now = 1000.0
+    removed: set[str] = set()  # removed and not accepted since
+    for op in ops:
+        if op[0] == "merge":
+            _, broker, incarnation, seq, groups, rows, age = op
+            usage = [rows[i] for i in range(len(groups))]
+            sent_at = now - age
+            got = table.merge(report(broker, seq, groups, usage, incarnation=incarnation, sent_at_s=sent_at), now)
+            assert got is model.merge(broker, incarnation, seq, groups, usage, round(sent_at, 3), now)
+            if got is Merge.ACCEPTED:
+                removed.discard(broker)
+        elif op[0] == "remove":
+            _, broker, incarnation = op
+            done = table.remove_broker(broker, incarnation)
+            assert done is model.remove(broker, incarnation)
+            if done:
+                removed.add(broker)
+        else:
+            now += op[1]
+            table.expire(now)
+            model.expire(now)
+
+        for broker in removed:
+            assert present_groups(table, broker) == set(), f"removed {broker} still has entries"
+        for group in HELD:
+            for broker in BROKERS:
+                is_present, usage = entry(table, group, broker)
+                value = model.entries.get((group, broker))
+                assert is_present == bool(value and value["present"])
+                if is_present:
+                    assert (usage > 0).any()
+                    np.testing.assert_array_equal(usage, value["usage"])

@@ -1,0 +1,155 @@
+"""From run directories of Parquet telemetry (written as the runtime writes them) to summary.json and report.html."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from experiments.cli import UserError, main
+from experiments.report import build_report
+
+from .tables import event_row, messages_row, rounds_row, write_run
+
+pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
+A, B = "tenant-a/ns-1", "tenant-b/ns-1"
+ROUNDS = 8
+
+
+def run_one_rows(usage_a: float) -> list[dict]:
+    """Group A: Q 100 over demands 80/80 (F = 50/50), usage `usage_a` each in rounds 0-1, then 50/50.
+    Group B: broker a alone, Q 50, demand 80, usage 30 throughout: never on target."""
+    rows = []
+    for r in range(ROUNDS):
+        usage = usage_a if r < 2 else 50.0
+        rows.append(rounds_row(r, "broker-a", usage=usage, demand=80, quota=100, group=A))
+        rows.append(rounds_row(r, "broker-b", usage=usage, demand=80, quota=100, group=A))
+        rows.append(rounds_row(r, "broker-a", usage=30, demand=80, quota=50, group=B))
+    return rows
+
+
+def messages_rows() -> list[dict]:
+    return [
+        row
+        for r in range(ROUNDS)
+        for row in (messages_row(r, "broker-a", 100, 90, reports_suppressed=1), messages_row(r, "broker-b", 300, 270))
+    ]
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    first = write_run(root, "r1", run_one_rows(60.0), messages_rows(), [event_row(4, "channel", detail={"loss": 0.3})])
+    second = write_run(
+        root,
+        "r2",
+        run_one_rows(70.0),
+        messages_rows(),
+        [],  # no events logged: an empty events/ directory
+        policy="pulsar",
+        scenario={"name": "two-brokers", "policy": {"name": "pulsar", "params": {}}},
+    )
+    return first, second
+
+
+@pytest.fixture(scope="module")
+def report(spark, two_runs, tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    return build_report(list(two_runs), out, spark=spark)
+
+
+@pytest.mark.spark
+def test_summary_has_exactly_the_designed_shape(report):
+    summary = json.loads((report.parent / "summary.json").read_text())
+    assert set(summary) == {"runs"}
+    run_keys = {"run_id", "scenario", "policy", "bytes_published_per_round", "bytes_delivered_per_round", "groups"}
+    run_extras = {"status", "rounds", "reports_sent_per_round", "reports_suppressed_per_round", "overall"}
+    group_keys = {"group", "dimension", "peak_overshoot", "utilization", "jain", "events"}
+    group_extras = {"fairness_error", "report_bytes_per_round"}
+    for run in summary["runs"]:
+        assert set(run) == run_keys | run_extras
+        for group in run["groups"]:
+            assert set(group) == group_keys | group_extras
+            for event in group["events"]:
+                assert set(event) == {"round", "kind", "rounds_to_converge", "target"}
+
+
+@pytest.mark.spark
+def test_summary_numbers(report):
+    summary = json.loads((report.parent / "summary.json").read_text())
+    first, second = summary["runs"]
+    assert (first["run_id"], first["scenario"], first["policy"]) == ("r1", "two-brokers", "pip82-equal")
+    assert (second["run_id"], second["policy"]) == ("r2", "pulsar")
+    assert first["bytes_published_per_round"] == 400.0 and first["bytes_delivered_per_round"] == 360.0
+    assert first["reports_suppressed_per_round"] == 1.0 and first["rounds"] == ROUNDS
+    group_a, group_b = first["groups"]
+    assert group_a == {
+        "group": A,
+        "dimension": "publish_msgs_per_s",
+        "peak_overshoot": pytest.approx(0.2),  # 120 over 100
+        "utilization": 1.0,  # last quarter: rounds 6-7 at 100 of 100
+        "jain": 1.0,
+        "events": [
+            {"round": 0, "kind": "start", "rounds_to_converge": 2, "target": ""},  # rounds 2-4 settled
+            {"round": 4, "kind": "channel", "rounds_to_converge": 0, "target": ""},
+        ],
+        "fairness_error": 0.0,
+        "report_bytes_per_round": 20.0,  # two brokers' 10 bytes
+    }
+    assert group_b["group"] == B and group_b["peak_overshoot"] == 0.0
+    assert group_b["utilization"] == pytest.approx(0.6) and group_b["jain"] == 1.0
+    assert group_b["fairness_error"] == pytest.approx(0.4)  # |30 - 50| / 50
+    assert [event["rounds_to_converge"] for event in group_b["events"]] == [None, None]  # never on target
+    assert first["overall"]["events_not_converged"] == 2 and first["overall"]["mean_rounds_to_converge"] == 1.0
+    assert second["groups"][0]["peak_overshoot"] == pytest.approx(0.4)
+    assert [event["kind"] for event in second["groups"][0]["events"]] == ["start"]
+
+
+@pytest.mark.spark
+def test_csv_tables(report):
+    per_round = pd.read_csv(report.parent / "per_round.csv")
+    assert len(per_round) == 2 * 2 * ROUNDS  # runs x groups x rounds
+    assert {"overshoot", "utilization", "jain", "fairness_error", "target"} <= set(per_round.columns)
+    assert len(pd.read_csv(report.parent / "convergence.csv")) == 2 * 2 + 2  # r1: 2 events x 2 groups; r2: start
+    assert len(pd.read_csv(report.parent / "bandwidth.csv")) == 2 * ROUNDS
+    per_broker = pd.read_csv(report.parent / "per_broker.csv")
+    assert per_broker.set_index(["run_id", "broker"]).loc[("r1", "broker-b"), "bytes_published_per_round"] == 300
+
+
+@pytest.mark.spark
+def test_report_html_is_one_page_with_figures_and_a_comparison(report):
+    page = report.read_text()
+    assert report.name == "report.html"
+    assert "<h2>Comparison</h2>" in page and "policy.name=pulsar" in page
+    # comparison + per run: bandwidth + 2 groups
+    assert page.count('<img src="data:image/png;base64,') == 1 + 2 * 3
+    assert "Run r1" in page and "Run r2" in page and A in page
+
+
+@pytest.mark.spark
+def test_cli_reports_one_run_into_its_directory(spark, two_runs, tmp_path, capsys):
+    run_dir = shutil.copytree(two_runs[0], tmp_path / "r1")
+    assert main(["report", str(run_dir), "--master", "local[2]"]) == 0
+    assert capsys.readouterr().out.strip() == str(run_dir / "report" / "report.html")
+    summary = json.loads((run_dir / "report" / "summary.json").read_text())
+    assert [run["run_id"] for run in summary["runs"]] == ["r1"]
+    assert "<h2>Comparison</h2>" not in (run_dir / "report" / "report.html").read_text()
+
+
+def test_a_missing_run_directory_is_a_user_error(tmp_path, capsys):
+    with pytest.raises(UserError, match="no such run directory"):
+        build_report([tmp_path / "nowhere"], tmp_path / "out")
+    assert main(["report", str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err.strip() == f"quotalab report: {tmp_path / 'nowhere'}: no such run directory"
+
+
+def test_a_missing_manifest_or_table_is_a_user_error(tmp_path):
+    run_dir = write_run(tmp_path, "r1", [rounds_row(0, "a", 1, 1)], [messages_row(0, "a", 1, 1)], [])
+    shutil.rmtree(run_dir / "messages")
+    with pytest.raises(UserError, match="messages: missing telemetry table"):
+        build_report([run_dir], tmp_path / "out")
+    (run_dir / "manifest.json").unlink()
+    with pytest.raises(UserError, match="manifest.json: missing"):
+        build_report([run_dir], tmp_path / "out")

@@ -107,7 +107,7 @@ class BrokerNode:
         ]
         self._last_admit_s = now_s - settings.interval_s  # the first round covers one interval
         self._seq = 0
-        self._dictionary_sent = False
+        self._named = np.zeros(len(self.group_ids), dtype=bool)  # groups whose name was sent already
         self._bytes_dimension = np.array([dim in BYTES_DIMENSIONS for dim in settings.dimensions])
 
     def __repr__(self) -> str:
@@ -271,11 +271,13 @@ class BrokerNode:
             payload = encode_report(report, key=self.settings.hmac_key, compress=self.settings.compress)
             payloads.append((int(shard), payload))
             report_bytes[shard_rows] = len(payload) / len(shard_rows)
-        self._dictionary_sent = True
         return Outbox(payloads, selection.report, report_bytes, selection.suppressed)
 
     def _dictionary(self, rows: np.ndarray) -> dict[int, str] | None:
-        """Group names travel once, with the first report (PIP-82: ids in reports, names on change)."""
-        if self._dictionary_sent or self.group_names is None:
+        """Group names travel once, with the first report of each group (PIP-82: ids in reports, names on
+        change)."""
+        rows = rows[~self._named[rows]]
+        if self.group_names is None or len(rows) == 0:
             return None
+        self._named[rows] = True
         return {int(group_id): self.group_names[int(group_id)] for group_id in self.group_ids[rows]}

@@ -101,7 +101,7 @@ class UsageTable:
         if report.incarnation < self._incarnation[column]:
             return Merge.OLD_INCARNATION
         if report.incarnation > self._incarnation[column]:
-            pass  # a restarted broker: what its old incarnation said is void
+            self._clear_column(column)  # a restarted broker: what its old incarnation said is void
             self._incarnation[column] = report.incarnation
         rows, known = self.local_rows(report.group_ids)
         rows = rows[known]

@@ -1,7 +1,8 @@
 """The PIP-82, Doorman and water-filling rules: one function each, `(view, settings) -> limit[G, B]`.
 
 Every rule computes all brokers' columns at once from the same view; column b uses only the usages (and
-demands) of all brokers and broker b's own limit. The shared clamps and knobs are applied afterwards.
+demands) of all brokers and broker b's own limit. A rule returns a new array, which `finish` then clamps
+in place. The arithmetic reuses its buffers where it can: 200 KB temporaries are what costs at this size.
 """
 
 from __future__ import annotations
@@ -22,21 +23,25 @@ def pip82_equal(view: View, settings: Settings) -> np.ndarray:
     """
     under_quota = view.residual >= 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.where(under_quota, 1.0, view.quota / view.total_usage)
-    return view.usage * scale[:, None] + np.where(under_quota, view.residual, 0.0)[:, None]
+        cut = np.where(under_quota, 1.0, view.quota / view.total_usage)
+    share = view.usage * cut[:, None]
+    share += np.where(under_quota, view.residual, 0.0)[:, None]
+    return share
 
 
 def pip82_proportional(view: View, settings: Settings) -> np.ndarray:
     """PIP-82, second variant: the residual is split in proportion to usage.
 
     "Fair" is proportional to current usage: `usage + residual * usage / total` (10/50/30 under 100 ->
-    11.11/55.56/33.33), which is a proportional cut over quota too. Nobody using anything: the equal share.
-    An idle broker gets 0 while others use the quota (`min_share` is the remedy).
+    11.11/55.56/33.33), which is a proportional cut over quota too; computed as `usage / total * quota`.
+    Nobody using anything: the equal share. An idle broker gets 0 while others use the quota (`min_share`
+    is the remedy).
     """
     used = view.total_usage > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.where(used, view.quota / view.total_usage, 0.0)  # usage + residual * usage / total
-    return view.usage * scale[:, None] + np.where(used, 0.0, view.equal_share)[:, None]
+    share = view.usage / np.where(used, view.total_usage, 1.0)[:, None]  # the usage fraction: no overflow
+    share *= view.quota[:, None]
+    share += np.where(used, 0.0, view.equal_share)[:, None]
+    return share
 
 
 def pip82_steal(view: View, settings: Settings) -> np.ndarray:
@@ -59,15 +64,19 @@ def pip82_steal(view: View, settings: Settings) -> np.ndarray:
     20 + (80 - 20) / 2 = 50, broker-1 keeps 100 - 20 = 80; when broker-2 then uses 30 broker-1 yields to 70.
     The group overshoots by at most the steals of one round, and the overshoot halves (with the default
     `steal_fraction`) round after round as the dominant brokers yield, so the usage sum converges to the quota.
+    Pairing by rank is PIP-82's heuristic: idle brokers take partner slots, and a throttled median is never
+    helped, so with three or more brokers the split can stay short of max-min fair.
     """
     share = pip82_proportional(view, settings)
     partner_usage = _partner_usage(view)
-    throttled = view.throttled(settings.throttle_tolerance)
-    steal = view.usage + settings.steal_fraction * (partner_usage - view.usage)
-    share = np.where(throttled & (partner_usage > view.usage), np.maximum(share, steal), share)
-    left_by_others = view.quota[:, None] - (view.total_usage[:, None] - view.usage)
-    dominant = view.present & (partner_usage < view.usage)
-    return np.where(dominant, np.minimum(share, left_by_others), share)
+    stealing = view.throttled(settings.throttle_tolerance) & (partner_usage > view.usage)
+    steal = partner_usage - view.usage
+    steal *= settings.steal_fraction
+    steal += view.usage  # steal_fraction of the way to the partner's usage
+    np.maximum(share, steal, out=share, where=stealing)
+    left_by_others = np.add(view.usage, view.residual[:, None], out=steal)  # quota - sum(others' usage)
+    np.minimum(share, left_by_others, out=share, where=partner_usage < view.usage)
+    return share
 
 
 def doorman_proportional(view: View, settings: Settings) -> np.ndarray:
@@ -76,19 +85,24 @@ def doorman_proportional(view: View, settings: Settings) -> np.ndarray:
     "Fair" is: everyone gets what it wants while the wants fit in the quota; in overload everyone still gets
     what it wants up to its equal share `quota / n_present`, and the brokers wanting more get the equal share
     plus a top-up of the capacity the others leave unclaimed (`extra_capacity`) in proportion to how much
-    they want beyond the equal share (`extra_need`). Wants are as in `wants`. Doorman also clamps a grant to
-    the capacity not leased to others; the brokers here compute everyone's share at once from one snapshot,
-    and the shares add up to at most the quota, so that clamp has nothing left to do.
+    they want beyond the equal share (`extra_need`). Wants are as in `_wants`. Doorman also clamps a grant
+    to the capacity not leased to others; the brokers here compute everyone's share at once from one
+    snapshot, and the shares add up to at most the quota, so that clamp has nothing left to do.
     """
     wants = _wants(view, settings)
     equal_share = view.equal_share[:, None]
-    beyond = wants - equal_share  # absent brokers want 0: below the equal share, and ignored
-    extra_capacity = row_sum(np.where(view.present & (beyond < 0), -beyond, 0.0))
-    extra_need = row_sum(np.maximum(beyond, 0.0))
-    overloaded = row_sum(wants) > view.quota
+    beyond = wants - equal_share
+    unclaimed = np.minimum(beyond, 0.0)
+    np.copyto(unclaimed, 0.0, where=~view.present)
+    extra_capacity = -row_sum(unclaimed)
+    need = np.maximum(beyond, 0.0, out=beyond)
+    extra_need = row_sum(need)
+    overloaded = extra_need > extra_capacity  # the wants add up to more than the quota
     with np.errstate(divide="ignore", invalid="ignore"):
-        top_up_ratio = np.where(overloaded, extra_capacity / extra_need, 1.0)[:, None]
-    return np.minimum(wants, equal_share + np.maximum(beyond, 0.0) * top_up_ratio)
+        top_up_ratio = np.where(overloaded, extra_capacity / extra_need, 1.0)
+    gets = np.multiply(need, top_up_ratio[:, None], out=need)
+    gets += equal_share
+    return np.minimum(gets, wants, out=gets)
 
 
 def max_min_fair_share(view: View, settings: Settings) -> np.ndarray:
@@ -96,7 +110,7 @@ def max_min_fair_share(view: View, settings: Settings) -> np.ndarray:
 
     "Fair" is max-min: a broker wanting less than the water level gets all it wants, everyone else gets the
     level, and the level is as high as the quota allows (quota 120, wants 1000/50/10 -> 60/50/10).
-    Wants are as in `wants`. Doorman's FairShare and the project's `fair-share` are this same computation;
+    Wants are as in `_wants`. Doorman's FairShare and the project's `fair-share` are this same computation;
     Doorman's server approximates the level with two redistribution rounds, we compute it exactly.
     """
     return max_min_fair(view.quota, _wants(view, settings), view.present)
@@ -108,19 +122,25 @@ def _wants(view: View, settings: Settings) -> np.ndarray:
     grow while its true demand is hidden behind the limit."""
     if view.demand is not None:
         return view.demand
-    throttled = view.throttled(settings.throttle_tolerance)
-    return np.where(throttled, np.maximum(view.usage, view.limit * (1.0 + settings.headroom)), view.usage)
+    wants = view.limit * (1.0 + settings.headroom)
+    np.maximum(wants, view.usage, out=wants)
+    np.copyto(wants, view.usage, where=~view.throttled(settings.throttle_tolerance))
+    return wants
 
 
 def _partner_usage(view: View) -> np.ndarray:
     """[G, B] the usage of each present broker's partner: the k-th lowest is paired with the k-th highest.
 
-    Brokers are ranked by usage (ties by column) with the absent ones last; the partner values are the usages
-    in descending order, where the absent brokers' zeros sort after every present usage.
+    Brokers are ranked by usage (ties by column) with the absent ones last. An absent broker's partner
+    is the lowest present usage; it plays no part (it is never throttled, and its usage 0 is not above it).
     """
+    n_groups, n_brokers = view.usage.shape
+    row_start = np.arange(0, n_groups * n_brokers, n_brokers)[:, None]
     ascending = np.argsort(np.where(view.present, view.usage, np.inf), axis=1, kind="stable")
-    descending_usage = np.sort(view.usage, axis=1)[:, ::-1]
-    n_groups, n_brokers = ascending.shape
-    partner_usage = np.empty(ascending.shape)
-    partner_usage.ravel()[ascending + (np.arange(n_groups) * n_brokers)[:, None]] = descending_usage
+    ascending += row_start  # flat index of the k-th lowest
+    partner_position = view.n_present.astype(np.intp)[:, None] - 1 - np.arange(n_brokers)
+    np.maximum(partner_position, 0, out=partner_position)
+    partner_position += row_start
+    partner_usage = np.empty(view.usage.shape)
+    partner_usage.ravel()[ascending] = np.take(view.usage, np.take(ascending, partner_position))
     return partner_usage

@@ -14,8 +14,8 @@ class View:
     """The arrays a rule reads, checked and masked: absent entries hold 0 in `usage` and `demand`.
 
     `quota` is 0 for unlimited groups so that rules compute quietly; `finish` marks those groups -1.
-    `limited` says where the own limit is a finite non-negative number (a negative or infinite limit is
-    the "was unlimited" marker, so it neither throttles nor anchors smoothing and `max_step`).
+    `limited` says where a present broker's own limit is a finite non-negative number (a negative or infinite
+    limit is the "was unlimited" marker, so it neither throttles nor anchors smoothing and `max_step`).
     """
 
     quota: np.ndarray  # [G]
@@ -24,7 +24,7 @@ class View:
     limit: np.ndarray  # [G, B], column b is broker b's own limit
     demand: np.ndarray | None  # [G, B]
     present: np.ndarray  # [G, B] bool
-    limited: np.ndarray  # [G, B] bool
+    limited: np.ndarray  # [G, B] bool, False where absent
     n_present: np.ndarray  # [G], a count held as float64
     total_usage: np.ndarray  # [G]
 
@@ -40,7 +40,7 @@ class View:
 
     def throttled(self, tolerance: float) -> np.ndarray:
         """[G, B] a present broker using its own limit up to `tolerance` is taken as throttled."""
-        return self.present & self.limited & (self.usage >= self.limit * (1.0 - tolerance))
+        return self.limited & (self.usage >= self.limit * (1.0 - tolerance))
 
 
 def make_view(
@@ -75,8 +75,8 @@ def make_view(
         limit=limit,
         demand=demand,
         present=present,
-        limited=(limit >= 0) & (limit < np.inf),
-        n_present=row_sum(present),
+        limited=present & (limit >= 0) & (limit < np.inf),
+        n_present=(present.astype(np.float32) @ np.ones(usage.shape[1], np.float32)).astype(np.float64),
         total_usage=row_sum(usage),
     )
 
@@ -103,24 +103,25 @@ def _rates(name: str, values: np.ndarray, present: np.ndarray) -> np.ndarray:
 
 
 def finish(new_limit: np.ndarray, view: View, settings: Settings) -> np.ndarray:
-    """The post-processing every policy shares: common knobs, then the clamps and markers.
+    """The post-processing every policy shares, in place on a rule's result: the knobs, clamps and markers.
 
     In order: `smoothing` (EWMA with the own previous limit), `max_step` (bound the change against it),
     `min_share` (floor at that fraction of the equal share); then limits are clamped at 0, absent entries
     get 0 and present brokers of unlimited groups get -1. Smoothing and `max_step` act only where the
     previous own limit was a number (not the unlimited marker).
     """
-    own = view.limit
+    own, anchored = view.limit, view.limited
     if settings.smoothing:
-        smoothed = settings.smoothing * own + (1.0 - settings.smoothing) * new_limit
-        new_limit = np.where(view.limited, smoothed, new_limit)
+        np.multiply(new_limit, 1.0 - settings.smoothing, out=new_limit, where=anchored)
+        np.add(new_limit, settings.smoothing * own, out=new_limit, where=anchored)
     if settings.max_step is not None:
         largest_change = (settings.max_step * view.quota)[:, None]
-        bounded = np.clip(new_limit, own - largest_change, own + largest_change)
-        new_limit = np.where(view.limited, bounded, new_limit)
+        np.minimum(new_limit, own + largest_change, out=new_limit, where=anchored)
+        np.maximum(new_limit, own - largest_change, out=new_limit, where=anchored)
     if settings.min_share:
-        new_limit = np.maximum(new_limit, (settings.min_share * view.equal_share)[:, None])
-    new_limit = np.where(view.present, np.maximum(new_limit, 0.0), 0.0)
+        np.maximum(new_limit, (settings.min_share * view.equal_share)[:, None], out=new_limit)
+    np.maximum(new_limit, 0.0, out=new_limit)
+    np.copyto(new_limit, 0.0, where=~view.present)
     if view.unlimited.any():
-        new_limit[view.present & view.unlimited[:, None]] = -1.0
+        np.copyto(new_limit, -1.0, where=view.present & view.unlimited[:, None])
     return new_limit

@@ -1,0 +1,167 @@
+"""Run a sweep's runs as Ray tasks, a few at a time, skipping the runs already complete (resume).
+
+Each run is one task of one CPU running the scenario on the in-process backend: a run is a single-threaded
+loop, so one task per core keeps a 2-core machine busy without the overhead of one actor per broker, and on a
+cluster the tasks spread over every node. At most `max_parallel` tasks are in flight (default: the cluster's
+CPUs), the next submitted as one finishes (`ray.wait`), so the driver builds each scenario only when its
+run is about to start and a failure is reported while the others go on.
+
+A run directory is `runs_dir/<run_id>/`: the run's telemetry, `manifest.json`, and `sweep-run.json` (the
+sweep, configuration, seed and overrides it was run with). A run counts as done when its manifest says
+`complete` and its `sweep-run.json` matches the plan; anything else found there (a run interrupted, failed,
+still `running` from a killed sweep, or made from other settings) is deleted by the task that reruns it.
+With `--address`, `runs_dir` must be on storage that every node and the driver share.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ray
+from tqdm import tqdm
+
+from actors.config import Scenario
+from experiments.run import run_scenario
+from experiments.sweep.expand import PlannedRun, SweepPlan
+
+RECORD = "sweep-run.json"
+
+
+@dataclass(frozen=True)
+class ExecutionSummary:
+    """What `execute_sweep` did: run ids it ran, skipped (already complete) and failed (with the error line)."""
+
+    ran: tuple[str, ...]
+    skipped: tuple[str, ...]
+    failed: dict[str, str]
+    wall_s: float
+    run_seconds: dict[str, float] = field(default_factory=dict)  # ran: the time inside each task
+
+
+def run_record(plan: SweepPlan, run: PlannedRun) -> dict[str, Any]:
+    """What `sweep-run.json` holds for `run`: enough to check, by eye or by code, what the run was made from."""
+    return {
+        "sweep": plan.sweep.name,
+        "run_id": run.run_id,
+        "config_id": run.config_id,
+        "seed": run.seed,
+        "overrides": run.overrides,
+        "fixed": plan.sweep.fixed,
+    }
+
+
+def is_complete(run_dir: Path, record: dict[str, Any]) -> bool:
+    """A run directory that holds a complete run made from `record`'s settings."""
+    try:
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        found = json.loads((run_dir / RECORD).read_text())
+    except (OSError, ValueError):
+        return False
+    # The record is compared as JSON would store it (tuples become lists).
+    return manifest.get("status") == "complete" and found == json.loads(json.dumps(record, default=str))
+
+
+def execute_sweep(
+    plan: SweepPlan,
+    runs_dir: Path,
+    *,
+    address: str | None = None,
+    max_parallel: int | None = None,
+    progress: bool = True,
+) -> ExecutionSummary:
+    """Run every planned run not already complete in `runs_dir`; Ray is started (or joined at `address`)
+    when not yet initialized, and shut down at the end if this call started it."""
+    started = time.perf_counter()
+    runs_dir = Path(runs_dir).resolve()  # workers need not share the driver's working directory
+    records = {run.run_id: run_record(plan, run) for run in plan.runs}
+    skipped = tuple(run.run_id for run in plan.runs if is_complete(runs_dir / run.run_id, records[run.run_id]))
+    pending = [run for run in plan.runs if run.run_id not in skipped]
+    if not pending:
+        return ExecutionSummary(ran=(), skipped=skipped, failed={}, wall_s=time.perf_counter() - started)
+
+    owns_ray = not ray.is_initialized()
+    if owns_ray:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        run_seconds, failed = _run_all(plan, pending, runs_dir, records, max_parallel, progress, len(skipped))
+    finally:
+        if owns_ray:
+            ray.shutdown()
+    return ExecutionSummary(
+        ran=tuple(run.run_id for run in pending if run.run_id in run_seconds),
+        skipped=skipped,
+        failed=failed,
+        wall_s=time.perf_counter() - started,
+        run_seconds=run_seconds,
+    )
+
+
+def _run_all(
+    plan: SweepPlan,
+    pending: list[PlannedRun],
+    runs_dir: Path,
+    records: dict[str, dict[str, Any]],
+    max_parallel: int | None,
+    progress: bool,
+    done_before: int,
+) -> tuple[dict[str, float], dict[str, str]]:
+    """Keep at most `max_parallel` tasks in flight until every pending run has finished or failed."""
+    limit = max_parallel or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    bar = tqdm(
+        total=len(plan.runs), initial=done_before, desc=f"sweep {plan.sweep.name}", unit="run", disable=not progress
+    )
+    queue = list(reversed(pending))  # popped from the end: plan order
+    in_flight: dict[ray.ObjectRef, str] = {}
+    run_seconds: dict[str, float] = {}
+    failed: dict[str, str] = {}
+    try:
+        while queue or in_flight:
+            while queue and len(in_flight) < limit:
+                run = queue.pop()
+                scenario = plan.sweep.scenario(run.overrides, run.seed)
+                task = _run_task.remote(scenario, str(runs_dir / run.run_id), records[run.run_id])
+                in_flight[task] = run.run_id
+            (done,), _ = ray.wait(list(in_flight), num_returns=1)
+            run_id = in_flight.pop(done)
+            try:
+                run_seconds[run_id] = ray.get(done)
+            except ray.exceptions.RayError as error:
+                failed[run_id] = error_line(error)
+                bar.write(f"run {run_id} failed: {failed[run_id]}")
+            bar.update()
+            bar.set_postfix(failed=len(failed), refresh=False)
+    except KeyboardInterrupt:
+        for task in in_flight:  # their run directories stay `running` and are rerun on resume
+            ray.cancel(task, force=True)
+        raise
+    finally:
+        bar.close()
+    return run_seconds, failed
+
+
+def error_line(error: ray.exceptions.RayError) -> str:
+    """The one line that says why a task failed: the exception raised inside it, not Ray's wrapping."""
+    cause = getattr(error, "cause", None)
+    if cause is not None:
+        text = str(cause).strip()
+        return f"{type(cause).__name__}: {text.splitlines()[0]}" if text else type(cause).__name__
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return lines[-1].strip() if lines else type(error).__name__
+
+
+@ray.remote(num_cpus=1)
+def _run_task(scenario: Scenario, run_dir: str, record: dict[str, Any]) -> float:
+    """One run into `run_dir`, which is emptied first (a rerun, or Ray retrying a crashed worker, starts
+    afresh); returns the seconds it took."""
+    path = Path(run_dir)
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    (path / RECORD).write_text(json.dumps(record, indent=2, default=str) + "\n")
+    start = time.perf_counter()
+    run_scenario(scenario, path, progress=False)
+    return time.perf_counter() - start

@@ -1,0 +1,178 @@
+"""The Spark job of a sweep: per-run metrics, aggregated over seeds per configuration, ranked, Pareto front.
+
+Per run, the report module computes every metric from the telemetry (`experiments.report`); `metrics.run_metrics`
+reduces it to one number per metric. Then, in Spark:
+
+- aggregate: per configuration, the mean and the sample standard deviation over its seeds of every metric
+  (std is null with one seed);
+- rank: on each objective, a configuration's rank is 1 + the number of configurations strictly better on its
+  mean (ties share a rank); normalized to [0, 1] as (rank - 1) / (configurations - 1). The score is the sum of
+  the normalized ranks over the objectives, lower is better, and the ranking orders by score, then by
+  configuration id (the sweep file's order). Ranks, unlike raw means, put objectives measured in rounds,
+  fractions and bytes on one scale, and one extreme value cannot outweigh the others;
+- Pareto front: a configuration is on it when no other configuration is at least as good on every objective
+  and strictly better on one (comparing means).
+
+A mean that is null (the metric undefined in every seed) counts as the worst possible value on its objective,
+both for ranks and for the front. Ranks and the front both come from one self-join of the configurations,
+every pair compared once per objective: configurations are few (hundreds at most), so the pairs are too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import reduce
+from operator import and_, or_
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from experiments.sweep.metrics import METRICS, run_metrics
+from experiments.sweep.spec import Objective
+
+PER_RUN_SCHEMA = T.StructType(
+    [
+        T.StructField("run_id", T.StringType()),
+        T.StructField("config_id", T.StringType()),
+        T.StructField("seed", T.IntegerType()),
+        T.StructField("params", T.MapType(T.StringType(), T.StringType())),  # dotted key -> JSON of its value
+        *[T.StructField(name, T.DoubleType()) for name in METRICS],
+    ]
+)
+RANKING_RULE = (
+    "score = sum over the objectives of (rank - 1) / (configurations - 1), where rank is 1 + the number of "
+    "configurations with a strictly better mean over seeds; lower is better; ties by configuration id. "
+    "A null mean counts as the worst value."
+)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The collected results: `table` one row per configuration in rank order, `effects` one row per
+    (parameter, value), `per_run` one row per run."""
+
+    table: pd.DataFrame  # rank, config_id, <parameter>..., <objective>_rank, score, on_pareto_front, runs, <metric>_mean/_std
+    effects: pd.DataFrame  # parameter, value (JSON), runs, <metric>_mean/_std
+    per_run: pd.DataFrame  # PER_RUN_SCHEMA, params as a dict
+
+
+def collect_run_metrics(spark: SparkSession, run_dirs: list[Path]) -> dict[str, dict[str, float | None]]:
+    """run_id -> metrics, computed by the report module's Spark jobs (`summary.json`'s numbers)."""
+    from experiments.report.load import load_runs
+    from experiments.report.summary import build_summary, collect_results
+
+    runs = load_runs(spark, run_dirs)
+    summary = build_summary(runs.manifests, collect_results(runs))
+    return {run["run_id"]: run_metrics(run) for run in summary["runs"]}
+
+
+def per_run_frame(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:
+    """Rows `{run_id, config_id, seed, params: {dotted key: value}, <metric>: float | None}` as a DataFrame;
+    a metric missing from a row is null."""
+    records = [
+        (
+            row["run_id"],
+            row["config_id"],
+            int(row["seed"]),
+            {key: json.dumps(value) for key, value in row["params"].items()},
+            *[None if row.get(name) is None else float(row[name]) for name in METRICS],
+        )
+        for row in rows
+    ]
+    return spark.createDataFrame(records, PER_RUN_SCHEMA)
+
+
+def aggregate(per_run: DataFrame) -> DataFrame:
+    """Per configuration: runs, and the mean and sample std over seeds of each metric."""
+    statistics = [
+        column
+        for name in METRICS
+        for column in (F.avg(name).alias(f"{name}_mean"), F.stddev_samp(name).alias(f"{name}_std"))
+    ]
+    return (
+        per_run.groupBy("config_id")
+        .agg(F.count("run_id").alias("runs"), *statistics)
+        .select("config_id", "runs", *[f"{name}_{stat}" for name in METRICS for stat in ("mean", "std")])
+    )
+
+
+def rank(aggregated: DataFrame, objective: Objective) -> DataFrame:
+    """Per configuration: each objective's rank, the score and whether it is on the Pareto front (see module doc)."""
+    names = objective.names
+
+    def worst_if_null(name: str) -> Column:
+        worst = -math.inf if objective.maximizes(name) else math.inf
+        return F.coalesce(F.col(f"{name}_mean"), F.lit(worst)).alias(name)
+
+    scored = aggregated.select("config_id", *[worst_if_null(name) for name in names])
+    mine, other = scored.alias("mine"), scored.alias("other")
+
+    def better(name: str) -> Column:  # the other configuration is strictly better than mine on `name`
+        mine_value, other_value = F.col(f"mine.{name}"), F.col(f"other.{name}")
+        return other_value > mine_value if objective.maximizes(name) else other_value < mine_value
+
+    def no_worse(name: str) -> Column:
+        mine_value, other_value = F.col(f"mine.{name}"), F.col(f"other.{name}")
+        return other_value >= mine_value if objective.maximizes(name) else other_value <= mine_value
+
+    dominates = reduce(and_, [no_worse(name) for name in names]) & reduce(or_, [better(name) for name in names])
+    others = F.count(F.col("other.config_id"))
+    pairs = mine.join(other, on=F.col("mine.config_id") != F.col("other.config_id"), how="left")
+    counted = pairs.groupBy(F.col("mine.config_id").alias("config_id")).agg(
+        others.alias("others"),
+        *[F.count(F.when(better(name), True)).alias(f"{name}_better") for name in names],
+        F.coalesce(F.max(dominates), F.lit(False)).alias("dominated"),
+    )
+    normalized = [
+        F.when(F.col("others") > 0, F.col(f"{name}_better") / F.col("others")).otherwise(F.lit(0.0)) for name in names
+    ]
+    return counted.select(
+        "config_id",
+        *[(F.col(f"{name}_better") + 1).alias(f"{name}_rank") for name in names],
+        reduce(lambda total, term: total + term, normalized).alias("score"),
+        (~F.col("dominated")).alias("on_pareto_front"),
+    )
+
+
+def parameter_effects(per_run: DataFrame) -> DataFrame:
+    """Per swept parameter and value: runs, and the mean and std of each metric over every run with that value
+    (pooled over the other parameters and the seeds): each parameter's effect on each metric."""
+    statistics = [
+        column
+        for name in METRICS
+        for column in (F.avg(name).alias(f"{name}_mean"), F.stddev_samp(name).alias(f"{name}_std"))
+    ]
+    return (
+        per_run.select(F.explode("params").alias("parameter", "value"), "run_id", *METRICS)
+        .groupBy("parameter", "value")
+        .agg(F.count("run_id").alias("runs"), *statistics)
+        .select("parameter", "value", "runs", *[f"{name}_{stat}" for name in METRICS for stat in ("mean", "std")])
+    )
+
+
+def rank_sweep(spark: SparkSession, rows: list[dict[str, Any]], objective: Objective) -> Ranking:
+    """Aggregate, rank and find the front over per-run rows (see `per_run_frame`); collect the small results."""
+    per_run = per_run_frame(spark, rows).persist()  # read by the aggregation and the effects
+    try:
+        aggregated = aggregate(per_run)
+        table = (
+            rank(aggregated, objective)
+            .join(aggregated, on="config_id", how="inner")
+            .orderBy("score", "config_id")
+            .toPandas()
+        )
+        effects = parameter_effects(per_run).orderBy("parameter", "value").toPandas()
+    finally:
+        per_run.unpersist()
+    table.insert(0, "rank", range(1, len(table) + 1))
+    params = {row["config_id"]: row["params"] for row in rows}
+    for position, key in enumerate(dict.fromkeys(key for values in params.values() for key in values), start=2):
+        table.insert(position, key, [params[config_id].get(key) for config_id in table["config_id"]])
+    per_run_rows = pd.DataFrame(rows, columns=[field.name for field in PER_RUN_SCHEMA])
+    return Ranking(table=table, effects=effects, per_run=per_run_rows)

@@ -80,7 +80,7 @@ class LogicalBroker:
             quota_matrix(scenario, quotas, self.groups),
             node_settings(scenario),
             incarnation=record.incarnation,
-            now_s=self.local_time(now_s),
+            now_s=self.monotonic_time(now_s),
             group_names={int(gid): name for gid, name in zip(group_ids, self.groups, strict=True)},
             known_brokers=[broker.name for broker in scenario.brokers],
         )
@@ -92,6 +92,12 @@ class LogicalBroker:
         """The broker's own clock: run time plus its offset, from a base far from zero so that a negative
         skew never gives a negative publish time."""
         return CLOCK_BASE_S + t_s + self.record.clock_offset_s
+
+    def monotonic_time(self, t_s: float) -> float:
+        """The clock the token buckets run on. A clock offset (skew) moves the broker's wall clock, which
+        stamps its reports and judges their age; a rate limiter runs on a monotonic clock (PIP-322) that no
+        skew moves, so a skew event must not stall or flood the broker's producers."""
+        return CLOCK_BASE_S + t_s
 
     def offered_load(self, round_index: int) -> tuple[np.ndarray, np.ndarray]:
         """Messages per second offered this round per group, and their mean size in bytes."""
@@ -107,7 +113,7 @@ class LogicalBroker:
     def publish_phase(self, round_index: int, t_s: float) -> Outbox:
         now_s = self.local_time(t_s)
         demand, msg_bytes = self.offered_load(round_index)
-        self.traffic = self.node.admit(demand, msg_bytes, now_s)
+        self.traffic = self.node.admit(demand, msg_bytes, self.monotonic_time(t_s))
         self.outbox = self.node.build_reports(self.traffic, now_s)
         return self.outbox
 

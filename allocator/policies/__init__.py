@@ -32,7 +32,7 @@ from allocator.policies.rules import (
     pip82_steal,
 )
 from allocator.policies.settings import Settings
-from allocator.policies.view import View, finish, make_view
+from allocator.policies.view import View, checked_quota, finish, make_view
 
 __all__ = ["POLICIES", "Policy", "Settings", "check_params", "initial_limit", "pulsar_local_quota", "step"]
 
@@ -94,7 +94,7 @@ def step(
     limit: np.ndarray,
     demand: np.ndarray | None = None,
     present: np.ndarray | None = None,
-    **params: float,
+    **params: float | None,
 ) -> np.ndarray:
     """One allocation round of policy `name`: the new limits [G, B] (column b is broker b's)."""
     policy = _policy(name)
@@ -111,12 +111,10 @@ def initial_limit(name: str, quota: np.ndarray, view_brokers: np.ndarray) -> np.
 
     Pulsar: the full quota; the others: an equal share `quota / max(1, view_brokers)`. Unlimited -> -1.
     """
-    quota = np.asarray(quota, dtype=np.float64)
-    if np.isnan(quota).any():
-        raise ValueError("quota: must not be NaN (a negative quota means unlimited)")
+    quota, unlimited = checked_quota(quota)
     brokers = np.maximum(np.asarray(view_brokers, dtype=np.float64), 1.0)
     start = quota if _policy(name).starts_at_full_quota else quota / brokers
-    return np.where((quota < 0) | np.isinf(quota), -1.0, start)
+    return np.where(unlimited, -1.0, start)
 
 
 def _policy(name: str) -> Policy:

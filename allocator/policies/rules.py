@@ -22,7 +22,7 @@ def pip82_equal(view: View, settings: Settings) -> np.ndarray:
     Over quota every broker cuts in proportion, `usage * quota / total`.
     """
     under_quota = view.residual >= 0
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):  # only used over quota: total > quota
         cut = np.where(under_quota, 1.0, view.quota / view.total_usage)
     share = view.usage * cut[:, None]
     share += np.where(under_quota, view.residual, 0.0)[:, None]

@@ -51,11 +51,7 @@ def make_view(
     present: np.ndarray | None,
 ) -> View:
     """Check shapes and values (ValueError naming the array and the problem) and build the view."""
-    quota = np.asarray(quota, dtype=np.float64)
-    if quota.ndim != 1:
-        raise ValueError(f"quota: expected shape (G,), got {quota.shape}")
-    if np.isnan(quota).any():
-        raise ValueError("quota: must not be NaN (a negative quota means unlimited)")
+    quota, unlimited = checked_quota(quota)
     usage = np.asarray(usage, dtype=np.float64)
     if usage.ndim != 2 or usage.shape[0] != len(quota):
         raise ValueError(f"usage: expected shape (G, B) with G = {len(quota)}, got {usage.shape}")
@@ -67,7 +63,6 @@ def make_view(
         demand = _rates("demand", _matrix("demand", np.asarray(demand, dtype=np.float64), usage.shape), present)
     if limit.size and np.isnan(limit.min()) and (present & np.isnan(limit)).any():
         raise ValueError("limit: NaN for a present broker")
-    unlimited = (quota < 0) | (quota == np.inf)
     return View(
         quota=np.where(unlimited, 0.0, quota),
         unlimited=unlimited,
@@ -76,9 +71,19 @@ def make_view(
         demand=demand,
         present=present,
         limited=present & (limit >= 0) & (limit < np.inf),
-        n_present=(present.astype(np.float32) @ np.ones(usage.shape[1], np.float32)).astype(np.float64),
+        n_present=(present.astype(np.float32) @ np.ones(usage.shape[1], np.float32)).astype(np.float64),  # fast
         total_usage=row_sum(usage),
     )
+
+
+def checked_quota(quota: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[G] quotas as float64 and [G] whether each is unlimited (< 0, or +inf); ValueError for NaN or a bad shape."""
+    quota = np.asarray(quota, dtype=np.float64)
+    if quota.ndim != 1:
+        raise ValueError(f"quota: expected shape (G,), got {quota.shape}")
+    if np.isnan(quota).any():
+        raise ValueError("quota: must not be NaN (a negative quota means unlimited)")
+    return quota, (quota < 0) | (quota == np.inf)
 
 
 def row_sum(values: np.ndarray) -> np.ndarray:

@@ -24,6 +24,7 @@ def spark_session(master: str = "local[*]") -> SparkSession:
         SparkSession.builder.master(master)
         .appName("quotalab")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")

@@ -66,9 +66,7 @@ def describe_best(summary: dict[str, Any]) -> str:
     objectives = [*summary["objective"]["minimize"], *summary["objective"]["maximize"]]
     means = ", ".join(f"{name} {_show(best['metrics'][name]['mean'])}" for name in objectives)
     front = f"; {len(summary['pareto'])} on the Pareto front"
-    return (
-        f"# best of {len(summary['ranked'])} ({best['config_id']}, mean over {best['runs']} runs: {means}){front}"
-    )
+    return f"# best of {len(summary['ranked'])} ({best['config_id']}, mean over {best['runs']} runs: {means}){front}"
 
 
 def _show(value: float | None) -> str:

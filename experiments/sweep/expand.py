@@ -15,6 +15,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from experiments.scenario import ScenarioError, parse_scenario
 from experiments.sweep.spec import Sweep, blame
 
@@ -86,3 +88,15 @@ def scenario_hash(data: dict[str, Any]) -> str:
     body = {key: value for key, value in data.items() if key != "seed"}
     text = json.dumps(body, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:HASH_LENGTH]
+
+
+def fragment(overrides: dict[str, Any]) -> str:
+    """Dotted overrides as the nested YAML a user pastes into a scenario: `policy:\\n  params:\\n    ...`."""
+    nested: dict[str, Any] = {}
+    for dotted, value in overrides.items():
+        *parents, leaf = dotted.split(".")
+        node = nested
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return yaml.safe_dump(nested, sort_keys=False, default_flow_style=False)

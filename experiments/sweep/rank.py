@@ -57,9 +57,10 @@ class Ranking:
     """The collected results: `table` one row per configuration in rank order, `effects` one row per
     (parameter, value), `per_run` one row per run."""
 
-    table: pd.DataFrame  # rank, config_id, <parameter>..., <objective>_rank, score, on_pareto_front, runs, <metric>_mean/_std
+    # rank, config_id, <parameter>..., <objective>_rank, score, on_pareto_front, runs, <metric>_mean and _std
+    table: pd.DataFrame
     effects: pd.DataFrame  # parameter, value (JSON), runs, <metric>_mean/_std
-    per_run: pd.DataFrame  # PER_RUN_SCHEMA, params as a dict
+    per_run: pd.DataFrame  # run_id, config_id, seed, <parameter>..., <metric>...
 
 
 def collect_run_metrics(spark: SparkSession, run_dirs: list[Path]) -> dict[str, dict[str, float | None]]:
@@ -174,5 +175,12 @@ def rank_sweep(spark: SparkSession, rows: list[dict[str, Any]], objective: Objec
     params = {row["config_id"]: row["params"] for row in rows}
     for position, key in enumerate(dict.fromkeys(key for values in params.values() for key in values), start=2):
         table.insert(position, key, [params[config_id].get(key) for config_id in table["config_id"]])
-    per_run_rows = pd.DataFrame(rows, columns=[field.name for field in PER_RUN_SCHEMA])
-    return Ranking(table=table, effects=effects, per_run=per_run_rows)
+    per_run_table = pd.DataFrame(
+        [
+            {"run_id": row["run_id"], "config_id": row["config_id"], "seed": row["seed"]}
+            | row["params"]
+            | {name: row.get(name) for name in METRICS}
+            for row in rows
+        ]
+    )
+    return Ranking(table=table, effects=effects, per_run=per_run_table)

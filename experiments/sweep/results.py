@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 from pyspark.sql import SparkSession
 
 from experiments.cli import UserError
 from experiments.report.session import spark_session
 from experiments.sweep.execute import is_complete, run_record
-from experiments.sweep.expand import SweepPlan
+from experiments.sweep.expand import SweepPlan, fragment
 from experiments.sweep.html import render_sweep
 from experiments.sweep.metrics import METRICS
 from experiments.sweep.rank import RANKING_RULE, Ranking, collect_run_metrics, rank_sweep
@@ -76,7 +75,9 @@ def sweep_summary(plan: SweepPlan, ranking: Ranking, complete: int, failed: dict
     """`sweep.json` (see the module docstring)."""
     sweep = plan.sweep
     overrides = {config.config_id: config.overrides for config in plan.configurations}
-    ranked = [_entry(row, overrides[row["config_id"]], sweep.objective.names) for row in ranking.table.to_dict("records")]
+    ranked = [
+        _entry(row, overrides[row["config_id"]], sweep.objective.names) for row in ranking.table.to_dict("records")
+    ]
     search = (
         f"grid of {len(plan.configurations)} configurations"
         if sweep.grid is not None
@@ -102,18 +103,6 @@ def sweep_summary(plan: SweepPlan, ranking: Ranking, complete: int, failed: dict
     }
 
 
-def fragment(overrides: dict[str, Any]) -> str:
-    """Dotted overrides as the nested YAML a user pastes into a scenario: `policy:\\n  params:\\n    ...`."""
-    nested: dict[str, Any] = {}
-    for dotted, value in overrides.items():
-        *parents, leaf = dotted.split(".")
-        node = nested
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return yaml.safe_dump(nested, sort_keys=False, default_flow_style=False)
-
-
 def _entry(row: dict[str, Any], overrides: dict[str, Any], objectives: tuple[str, ...]) -> dict[str, Any]:
     return {
         "rank": int(row["rank"]),
@@ -123,7 +112,9 @@ def _entry(row: dict[str, Any], overrides: dict[str, Any], objectives: tuple[str
         "score": _number(row["score"]),
         "on_pareto_front": bool(row["on_pareto_front"]),
         "ranks": {name: int(row[f"{name}_rank"]) for name in objectives},
-        "metrics": {name: {"mean": _number(row[f"{name}_mean"]), "std": _number(row[f"{name}_std"])} for name in METRICS},
+        "metrics": {
+            name: {"mean": _number(row[f"{name}_mean"]), "std": _number(row[f"{name}_std"])} for name in METRICS
+        },
     }
 
 

@@ -40,7 +40,10 @@ from experiments.cli import UserError
 from experiments.scenario import ScenarioError, _read_yaml, apply_overrides, parse_scenario
 from experiments.sweep.metrics import METRICS
 
-DEFAULT_OBJECTIVE = {"minimize": ["rounds_to_converge", "peak_overshoot", "bytes_published_per_round"], "maximize": ["jain"]}
+DEFAULT_OBJECTIVE = {
+    "minimize": ["rounds_to_converge", "peak_overshoot", "bytes_published_per_round"],
+    "maximize": ["jain"],
+}
 RESERVED = {"seed": "seeds come from the sweep's `seeds` list", "backend": "sweep runs always use the local backend"}
 SIGNIFICANT_DIGITS = 4
 _TOP_LEVEL = ("name", "description", "base", "seeds", "fixed", "grid", "random", "objective")
@@ -163,7 +166,7 @@ def parse_sweep(data: Any, source: str = "<sweep>", base_dir: Path = Path()) -> 
     check = _Checker(source)
     name = check.string(data["name"], "name")
     if not _NAME.match(name):
-        raise SweepError(source, "name", f"must be letters, digits, '.', '_' or '-' (it names a directory), got {name!r}")
+        raise check.fail("name", f"must be letters, digits, '.', '_' or '-' (it names a directory), got {name!r}")
     base, base_data = check.base(data["base"], base_dir)
     fixed = check.overrides(data.get("fixed", {}), "fixed")
     grid = check.grid(data["grid"]) if "grid" in data else None

@@ -14,6 +14,8 @@ from numpy.testing import assert_allclose
 from allocator.policies import POLICIES, Settings, check_params, initial_limit, pulsar_local_quota, step
 from allocator.waterfill import max_min_fair
 
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")  # the arithmetic is quiet on any input
+
 CONSERVATIVE = ("pip82-proportional", "doorman-proportional", "doorman-fair", "fair-share")
 
 

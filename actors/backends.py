@@ -35,7 +35,12 @@ class LocalBackend:
         return list(futures)
 
     def kill(self, handle: Any) -> None:
-        """A local object just stops being used."""
+        """A local object just stops being used; one that runs its own timer (a realtime host) has it
+        stopped, as the thread of a killed actor would be, so a crashed broker neither reports nor
+        heartbeats any more."""
+        stop_clock = getattr(handle, "stop_clock", None)
+        if stop_clock is not None:
+            stop_clock()
 
 
 class RayBackend:

@@ -31,16 +31,12 @@ def run_lockstep(
         t_s = round_index * scenario.interval_s
         now = float(round_index)  # the channel and the registry count in rounds
         leaving = apply_round_events(cluster, round_index, t_s, writer, now)
-        published = leaving + [
-            item
-            for batch in backend.gather(
-                [backend.call(h, "publish_phase", round_index, t_s) for h in cluster.live_hosts()]
-            )
-            for item in batch
-        ]
+        publishing = [backend.call(h, "publish_phase", round_index, t_s) for h in cluster.live_hosts()]
+        heartbeats = cluster.send_heartbeats(now)  # the registry runs alongside the publish phase
+        published = leaving + [item for batch in backend.gather(publishing) for item in batch]
         items = [(p.broker, shard, payload) for p in published for shard, payload in p.payloads]
         deliveries, counters = backend.gather([backend.call(cluster.channel, "exchange", items, now)])[0]
-        dead = cluster.heartbeat_and_expire(now)
+        dead = cluster.collect_dead(heartbeats)
         results = backend.gather(
             [
                 backend.call(slot.handle, "allocate_phase", _inboxes(deliveries, slot.brokers), dead, round_index, t_s)

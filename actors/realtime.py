@@ -39,7 +39,7 @@ class RealtimeHost(BrokerHost):
         self._error: BaseException | None = None
         self._stats: list[tuple[int, str, int, int, int]] = []  # round, broker, sent, suppressed, rejected
         self._lags_s: list[float] = []
-        self._announcement_cursor = 0
+        self._announcement_cursor: dict[str, int] = {}  # per broker: each must see every announcement
         self._rng = np.random.default_rng(scenario.seed)
 
     def start_clock(self, channel: Any, membership: Any, epoch: float) -> None:
@@ -130,8 +130,8 @@ class RealtimeHost(BrokerHost):
         if self._membership is not None:
             incarnation = self.brokers[broker].record.incarnation
             blocking_call(self._membership, "heartbeat", broker, incarnation, t_s)
-            dead, self._announcement_cursor = blocking_call(
-                self._membership, "announcements", self._announcement_cursor
+            dead, self._announcement_cursor[broker] = blocking_call(
+                self._membership, "announcements", self._announcement_cursor.get(broker, 0)
             )
         rows, rejected = self.allocate_broker(broker, payloads, [tuple(d) for d in dead], round_index, t_s)
         self._pending_rows.append(rows)
@@ -140,6 +140,8 @@ class RealtimeHost(BrokerHost):
         interval = self.scenario.interval_s
         self._next_tick[broker] = due_at + interval * (1.0 + self._rng.uniform(-jitter, jitter))
         self._tick_round[broker] = round_index + 1
+        if round_index + 1 >= self.scenario.rounds:  # the scenario's last round: no tick past the end
+            del self._next_tick[broker]
 
 
 def run_realtime(
@@ -154,13 +156,27 @@ def run_realtime(
     if backend.name == "local":  # timer threads share these objects
         cluster.channel = Synchronized(cluster.channel)
         cluster.membership = cluster.membership and Synchronized(cluster.membership)
+    # Every host is created and ready before the clock starts: an actor may take seconds to start, and a
+    # broker whose host came up after the epoch would tick through its overdue rounds alone, in a burst.
+    for slot in cluster.slots:
+        cluster.host(slot.brokers[0])
+    ready = [backend.call(handle, "drain") for handle in cluster.all_hosts()]
+    ready.append(backend.call(cluster.channel, "subscribers"))
+    if cluster.membership is not None:
+        ready.append(backend.call(cluster.membership, "alive"))
+    backend.gather(ready)
     epoch = time.time() + STARTUP_S
+    backend.gather(
+        [backend.call(h, "start_clock", cluster.channel, cluster.membership, epoch) for h in cluster.all_hosts()]
+    )
     cluster.on_new_host = lambda handle: backend.gather(
         [backend.call(handle, "start_clock", cluster.channel, cluster.membership, epoch)]
     )
     lags: list[float] = []
+    last_round = 0
     try:
         for round_index in range(scenario.rounds):
+            last_round = round_index
             t_s = round_index * interval
             time.sleep(max(0.0, epoch + t_s - time.time()))
             leaving = apply_round_events(cluster, round_index, t_s, writer, now=t_s)
@@ -168,14 +184,15 @@ def run_realtime(
             blocking_call(cluster.channel, "publish_many", items, t_s)
             if cluster.membership is not None:
                 blocking_call(cluster.membership, "expire", t_s)
-            lags += _collect(cluster, backend, writer, round_index, t_s)
+            if round_index < scenario.rounds - 1:  # the last round's ticks are collected once they are done
+                lags += _collect(cluster, backend, writer, round_index, t_s)
             writer.end_round(round_index)
             if on_round is not None:
                 on_round(round_index)
         time.sleep(max(0.0, epoch + scenario.rounds * interval - time.time()))
     finally:
         backend.gather([backend.call(handle, "stop_clock") for handle in cluster.all_hosts()])
-        lags += _collect(cluster, backend, writer, scenario.rounds - 1, (scenario.rounds - 1) * interval)
+        lags += _collect(cluster, backend, writer, last_round, last_round * interval)
     lag_stats = _lag_stats(lags, interval)
     writer.manifest["realtime_lag"] = lag_stats
     return lag_stats

@@ -111,9 +111,10 @@ def initial_limit(name: str, quota: np.ndarray, view_brokers: np.ndarray) -> np.
 
     Pulsar: the full quota; the others: an equal share `quota / max(1, view_brokers)`. Unlimited -> -1.
     """
+    policy = _policy(name)
     quota, unlimited = checked_quota(quota)
     brokers = np.maximum(np.asarray(view_brokers, dtype=np.float64), 1.0)
-    start = quota if _policy(name).starts_at_full_quota else quota / brokers
+    start = quota if policy.starts_at_full_quota else quota / brokers
     return np.where(unlimited, -1.0, start)
 
 

@@ -1,8 +1,9 @@
 """The PIP-82, Doorman and water-filling rules: one function each, `(view, settings) -> limit[G, B]`.
 
 Every rule computes all brokers' columns at once from the same view; column b uses only the usages (and
-demands) of all brokers and broker b's own limit. A rule returns a new array, which `finish` then clamps
-in place. The arithmetic reuses its buffers where it can: 200 KB temporaries are what costs at this size.
+demands) of all brokers and broker b's own limit. A rule returns a new finite array, which `finish` then
+clamps in place. At 5,000 groups x 5 brokers the time goes to fresh temporaries and to branches on
+data-dependent masks, so the arithmetic works in place and selects by multiplying with masks.
 """
 
 from __future__ import annotations
@@ -68,14 +69,17 @@ def pip82_steal(view: View, settings: Settings) -> np.ndarray:
     helped, so with three or more brokers the split can stay short of max-min fair.
     """
     share = pip82_proportional(view, settings)
-    partner_usage = _partner_usage(view)
-    stealing = view.throttled(settings.throttle_tolerance) & (partner_usage > view.usage)
-    steal = partner_usage - view.usage
-    steal *= settings.steal_fraction
+    gap = _partner_usage(view) - view.usage  # > 0: the partner uses more; < 0: this broker dominates
+    stealing = view.throttled(settings.throttle_tolerance) & (gap > 0)
+    steal = settings.steal_fraction * gap
     steal += view.usage  # steal_fraction of the way to the partner's usage
-    np.maximum(share, steal, out=share, where=stealing)
-    left_by_others = np.add(view.usage, view.residual[:, None], out=steal)  # quota - sum(others' usage)
-    np.minimum(share, left_by_others, out=share, where=partner_usage < view.usage)
+    steal *= stealing
+    np.maximum(share, steal, out=share)  # where not stealing, steal is 0 and the share (>= 0) stays
+    excess = share - view.usage
+    excess -= view.residual[:, None]  # share - (quota - sum(others' usage))
+    np.maximum(excess, 0.0, out=excess)
+    excess *= gap < 0  # only a dominant broker yields
+    share -= excess
     return share
 
 
@@ -93,7 +97,7 @@ def doorman_proportional(view: View, settings: Settings) -> np.ndarray:
     equal_share = view.equal_share[:, None]
     beyond = wants - equal_share
     unclaimed = np.minimum(beyond, 0.0)
-    np.copyto(unclaimed, 0.0, where=~view.present)
+    unclaimed *= view.present
     extra_capacity = -row_sum(unclaimed)
     need = np.maximum(beyond, 0.0, out=beyond)
     extra_need = row_sum(need)
@@ -122,10 +126,11 @@ def _wants(view: View, settings: Settings) -> np.ndarray:
     grow while its true demand is hidden behind the limit."""
     if view.demand is not None:
         return view.demand
-    wants = view.limit * (1.0 + settings.headroom)
-    np.maximum(wants, view.usage, out=wants)
-    np.copyto(wants, view.usage, where=~view.throttled(settings.throttle_tolerance))
-    return wants
+    beyond_usage = view.limit * (1.0 + settings.headroom)
+    beyond_usage -= view.usage
+    np.maximum(beyond_usage, 0.0, out=beyond_usage)
+    beyond_usage *= view.throttled(settings.throttle_tolerance)
+    return np.add(view.usage, beyond_usage, out=beyond_usage)  # max(usage, limit * (1 + headroom)) if held
 
 
 def _partner_usage(view: View) -> np.ndarray:
@@ -136,11 +141,11 @@ def _partner_usage(view: View) -> np.ndarray:
     """
     n_groups, n_brokers = view.usage.shape
     row_start = np.arange(0, n_groups * n_brokers, n_brokers)[:, None]
-    ascending = np.argsort(np.where(view.present, view.usage, np.inf), axis=1, kind="stable")
+    partner_usage = np.where(view.present, view.usage, np.inf)  # the sort key, then overwritten
+    ascending = np.argsort(partner_usage, axis=1, kind="stable")
     ascending += row_start  # flat index of the k-th lowest
     partner_position = view.n_present.astype(np.intp)[:, None] - 1 - np.arange(n_brokers)
     np.maximum(partner_position, 0, out=partner_position)
     partner_position += row_start
-    partner_usage = np.empty(view.usage.shape)
     partner_usage.ravel()[ascending] = np.take(view.usage, np.take(ascending, partner_position))
     return partner_usage

@@ -15,7 +15,8 @@ class View:
 
     `quota` is 0 for unlimited groups so that rules compute quietly; `finish` marks those groups -1.
     `limited` says where a present broker's own limit is a finite non-negative number (a negative or infinite
-    limit is the "was unlimited" marker, so it neither throttles nor anchors smoothing and `max_step`).
+    limit is the "was unlimited" marker, so it neither throttles nor anchors smoothing and `max_step`);
+    `limit` holds 0 everywhere else, so the arithmetic on it stays finite.
     """
 
     quota: np.ndarray  # [G]
@@ -63,15 +64,16 @@ def make_view(
         demand = _rates("demand", _matrix("demand", np.asarray(demand, dtype=np.float64), usage.shape), present)
     if limit.size and np.isnan(limit.min()) and (present & np.isnan(limit)).any():
         raise ValueError("limit: NaN for a present broker")
+    limited = present & (limit >= 0) & (limit < np.inf)
     return View(
         quota=np.where(unlimited, 0.0, quota),
         unlimited=unlimited,
         usage=usage,
-        limit=limit,
+        limit=np.where(limited, limit, 0.0),
         demand=demand,
         present=present,
-        limited=present & (limit >= 0) & (limit < np.inf),
-        n_present=(present.astype(np.float32) @ np.ones(usage.shape[1], np.float32)).astype(np.float64),  # fast
+        limited=limited,
+        n_present=row_sum(present.astype(np.float32)).astype(np.float64),
         total_usage=row_sum(usage),
     )
 
@@ -88,7 +90,7 @@ def checked_quota(quota: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def row_sum(values: np.ndarray) -> np.ndarray:
     """[G] the sum over brokers; a product with ones is several times faster than `sum(axis=1)` on short rows."""
-    return values @ np.ones(values.shape[1])
+    return values @ np.ones(values.shape[1], values.dtype)
 
 
 def _matrix(name: str, values: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
@@ -126,7 +128,7 @@ def finish(new_limit: np.ndarray, view: View, settings: Settings) -> np.ndarray:
     if settings.min_share:
         np.maximum(new_limit, (settings.min_share * view.equal_share)[:, None], out=new_limit)
     np.maximum(new_limit, 0.0, out=new_limit)
-    np.copyto(new_limit, 0.0, where=~view.present)
+    new_limit *= view.present  # rules are finite everywhere, so absent entries become 0
     if view.unlimited.any():
         np.copyto(new_limit, -1.0, where=view.present & view.unlimited[:, None])
     return new_limit

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import Window as W
@@ -81,16 +82,38 @@ def broker_rounds(rounds: DataFrame) -> DataFrame:
 
 
 def _water_fill(cells: pd.DataFrame) -> pd.DataFrame:
-    """All rounds of one (run, group, dimension): `F[r, b] = max_min_fair(Q[r], demand[r, :])[b]`."""
-    cells = cells.groupby(BROKER_ROUND, as_index=False, sort=False).agg(  # a duplicated row is summed
-        t_s=("t_s", "max"), quota=("quota", "max"), **{name: (name, "sum") for name in _SUMMED}
+    """All rounds of one (run, group, dimension): `F[r, b] = max_min_fair(Q[r], demand[r, :])[b]`.
+
+    The rows become [round, broker] matrices (a duplicated row is summed into its cell), water-filling runs on
+    all rounds at once, and one row per present cell comes back.
+    """
+    round_codes, rounds = pd.factorize(cells["round"], sort=True)
+    broker_codes, brokers = pd.factorize(cells["broker"], sort=True)
+    cell = (round_codes, broker_codes)
+    shape = (len(rounds), len(brokers))
+
+    def matrix(name: str, combine: np.ufunc, empty: float) -> np.ndarray:
+        values = np.full(shape, empty)
+        combine.at(values, cell, cells[name].to_numpy(dtype=np.float64))
+        return values
+
+    present = np.zeros(shape, dtype=bool)
+    present[cell] = True
+    quota = matrix("quota", np.maximum, -np.inf)
+    summed = {name: matrix(name, np.add, 0.0) for name in _SUMMED}
+    fair = max_min_fair(quota.max(axis=1), summed["demand"], present)
+    r, b = np.nonzero(present)
+    return pd.DataFrame(
+        {
+            **{key: cells[key].iloc[0] for key in GROUP},
+            "round": rounds[r],
+            "broker": brokers[b],
+            "t_s": matrix("t_s", np.maximum, -np.inf)[r, b],
+            "quota": quota[r, b],
+            **{name: values[r, b] for name, values in summed.items()},
+            "fair": fair[r, b],
+        }
     )
-    demand = cells.pivot(index="round", columns="broker", values="demand")  # [R, B]; NaN: broker absent
-    quota = cells.groupby("round")["quota"].max().reindex(demand.index)
-    fair = max_min_fair(quota.to_numpy(), demand.fillna(0.0).to_numpy(), present=demand.notna().to_numpy())
-    rows = demand.index.get_indexer(cells["round"])
-    columns = demand.columns.get_indexer(cells["broker"])
-    return cells.assign(fair=fair[rows, columns])
 
 
 def group_rounds(broker_rounds: DataFrame) -> DataFrame:

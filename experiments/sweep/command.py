@@ -26,7 +26,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("sweep", type=Path, metavar="SWEEP.yaml", help="sweep file (see experiments/sweeps/)")
     parser.add_argument("--out", type=Path, metavar="DIR", help="output directory (default: runs/sweeps/<name>)")
-    parser.add_argument("--address", metavar="RAY_ADDRESS", help="Ray cluster to run on, e.g. 'auto' (default: local)")
+    parser.add_argument(
+        "--address",
+        metavar="RAY_ADDRESS",
+        help="Ray cluster to join, e.g. 'auto' or ray://host:10001; DIR must then be on storage the nodes share "
+        "(default: start a local Ray instance)",
+    )
     parser.add_argument(
         "--max-parallel", type=_positive, metavar="N", help="runs in flight at once (default: the cluster's CPUs)"
     )

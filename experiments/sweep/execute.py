@@ -74,8 +74,8 @@ def execute_sweep(
     max_parallel: int | None = None,
     progress: bool = True,
 ) -> ExecutionSummary:
-    """Run every planned run not already complete in `runs_dir`; Ray is started (or joined at `address`)
-    when not yet initialized, and shut down at the end if this call started it."""
+    """Run every planned run not already complete in `runs_dir`. When Ray is not initialized yet, a local
+    instance is started (or the cluster at `address` joined, e.g. "auto") and shut down again at the end."""
     started = time.perf_counter()
     runs_dir = Path(runs_dir).resolve()  # workers need not share the driver's working directory
     records = {run.run_id: run_record(plan, run) for run in plan.runs}
@@ -86,7 +86,9 @@ def execute_sweep(
 
     owns_ray = not ray.is_initialized()
     if owns_ray:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        # "local" starts a Ray instance of our own: with no address, ray.init would join whichever instance
+        # this machine already runs (another sweep's, a test session's) and fail when that one stops.
+        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         run_seconds, failed = _run_all(plan, pending, runs_dir, records, max_parallel, progress, len(skipped))
     finally:

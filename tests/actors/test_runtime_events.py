@@ -70,7 +70,12 @@ def three_brokers(**changes: Any) -> dict[str, Any]:
         "backend": "local",
         "policy": {"name": "pip82-proportional"},
         "reporting": {"threshold_pct": 10, "force_every": 1},
-        "cleanup": {"stale_after_rounds": 6, "max_report_age_rounds": 2, "membership": True, "session_timeout_rounds": 3},
+        "cleanup": {
+            "stale_after_rounds": 6,
+            "max_report_age_rounds": 2,
+            "membership": True,
+            "session_timeout_rounds": 3,
+        },
         "groups": [{"name": "g", "quota": {MSGS: 90}}],
         "brokers": [{"name": f"b{i}", "workload": [{"group": "g", "msgs_per_s": 50}]} for i in (1, 2, 3)],
     }
@@ -119,7 +124,7 @@ def test_a_crashed_broker_leaves_the_views_after_the_session_timeout_or_stale_ex
     gone = 12 if membership else 16
     for other in ("b2", "b3"):
         views = run.series("view_brokers", other)
-        assert (views.loc[0:gone - 1] == 3).all(), views.loc[8:gone].to_dict()
+        assert (views.loc[0 : gone - 1] == 3).all(), views.loc[8:gone].to_dict()
         assert (views.loc[gone:19] == 2).all(), views.loc[8:20].to_dict()
         limits = run.series("limit", other)
         assert limits.loc[gone - 1] == pytest.approx(30.0)  # still sharing with the dead broker

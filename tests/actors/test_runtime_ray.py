@@ -28,7 +28,7 @@ def lossy_scenario(backend: str) -> dict[str, Any]:
         "brokers_per_actor": 1,
         "policy": {"name": "pip82-steal", "params": {"steal_fraction": 0.5}},
         "reporting": {"threshold_pct": 10, "force_every": 3},
-        "cleanup": {"stale_after_rounds": 6, "max_report_age_rounds": 2, "membership": True, "session_timeout_rounds": 3},
+        "cleanup": {"stale_after_rounds": 6, "max_report_age_rounds": 2, "session_timeout_rounds": 3},
         "channel": {"loss": 0.2, "delay_rounds": 0.5, "jitter_rounds": 0.5, "reorder": 0.1, "duplicate": 0.05},
         "groups": [
             {"name": "g1", "quota": {"publish_msgs_per_s": 120}},
@@ -38,7 +38,8 @@ def lossy_scenario(backend: str) -> dict[str, Any]:
             {"name": "b1", "workload": [{"group": "g1", "msgs_per_s": {"poisson": {"mean": 50}}},
                                         {"group": "g2", "msgs_per_s": 30, "msg_bytes": 800}]},
             {"name": "b2", "workload": [{"group": "g1", "msgs_per_s": {"poisson": {"mean": 40}}}]},
-            {"name": "b3", "workload": [{"group": "g1", "msgs_per_s": {"sine": {"mean": 40, "amplitude": 20, "period_rounds": 10}}},
+            {"name": "b3", "workload": [{"group": "g1", "msgs_per_s": {"sine": {"mean": 40, "amplitude": 20,
+                                                                                "period_rounds": 10}}},
                                         {"group": "g2", "msgs_per_s": {"poisson": {"mean": 30}}}]},
             {"name": "b4", "join_at": 5, "workload": [{"group": "g2", "msgs_per_s": {"poisson": {"mean": 25}}}]},
         ],

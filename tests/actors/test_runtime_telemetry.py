@@ -86,9 +86,7 @@ def test_one_row_per_round_live_broker_hosted_group_and_dimension(churn):
             return not 25 <= r < 35
         return True
 
-    expected = {
-        (r, b, g, d) for r in range(45) for b in hosted if up(b, r) for g in hosted[b] for d in dims
-    }
+    expected = {(r, b, g, d) for r in range(45) for b in hosted if up(b, r) for g in hosted[b] for d in dims}
     keys = list(rounds[["round", "broker", "group", "dimension"]].itertuples(index=False, name=None))
     assert len(keys) == len(set(keys)) == len(expected)
     assert set(keys) == expected
@@ -112,9 +110,7 @@ def test_byte_counters_add_up(churn):
     # 15% loss: about 85% of the copies offered arrive (copies per publish: the other live brokers)
     assert messages.deliveries_dropped.sum() > 0 and (messages.reports_rejected == 0).all()
     live = rounds.groupby("round").broker.nunique()
-    offered = sum(
-        row.bytes_published * (live[row.round] - 1) for row in messages.itertuples() if row.bytes_published
-    )
+    offered = sum(row.bytes_published * (live[row.round] - 1) for row in messages.itertuples() if row.bytes_published)
     assert 0.75 < delivered / offered < 0.95
     # a broker's report bytes, shared out over the groups it reported, add up to what it published
     one_dim = rounds[rounds.dimension == "publish_msgs_per_s"]
@@ -132,9 +128,7 @@ def test_without_loss_every_copy_reaches_every_other_live_broker(tmp_path):
     rounds, messages = table(run_dir, "rounds"), table(run_dir, "messages")
     subscribers = rounds.groupby("round").broker.unique().map(set)
     for r, frame in messages.groupby("round"):
-        expected = sum(
-            row.bytes_published * len(subscribers[r] - {row.broker}) for row in frame.itertuples()
-        )
+        expected = sum(row.bytes_published * len(subscribers[r] - {row.broker}) for row in frame.itertuples())
         assert frame.bytes_delivered.sum() == expected, r
     assert (messages.deliveries_dropped == 0).all()
     # the clean leave at round 30 is a published zero report from a broker with no row that round
@@ -145,11 +139,14 @@ def test_without_loss_every_copy_reaches_every_other_live_broker(tmp_path):
 def test_manifest_of_a_complete_run(churn):
     scenario, run_dir = churn
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert MANIFEST_KEYS <= set(manifest)
+    assert set(manifest) >= MANIFEST_KEYS
     assert manifest["status"] == "complete" and manifest["rounds_completed"] == 45
     assert manifest["run_id"] == run_dir.name and manifest["scenario_name"] == "churn-and-loss"
     assert (manifest["policy"], manifest["seed"], manifest["backend"], manifest["mode"]) == (
-        "fair-share", 42, "local", "lockstep",
+        "fair-share",
+        42,
+        "local",
+        "lockstep",
     )
     assert manifest["scenario"]["rounds"] == 45 and len(manifest["scenario"]["brokers"]) == 5
     assert {"python", "numpy", "pyarrow"} <= set(manifest["versions"])

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from experiments.cli import UserError, main
 from experiments.report import build_report
+from experiments.report.command import default_out
 
 from .tables import event_row, messages_row, rounds_row, write_run
 
@@ -128,14 +130,24 @@ def test_report_html_is_one_page_with_figures_and_a_comparison(report):
     assert "Run r1" in page and "Run r2" in page and A in page
 
 
-@pytest.mark.spark
-def test_cli_reports_one_run_into_its_directory(spark, two_runs, tmp_path, capsys):
-    run_dir = shutil.copytree(two_runs[0], tmp_path / "r1")
-    assert main(["report", str(run_dir), "--master", "local[2]"]) == 0
-    assert capsys.readouterr().out.strip() == str(run_dir / "report" / "report.html")
-    summary = json.loads((run_dir / "report" / "summary.json").read_text())
-    assert [run["run_id"] for run in summary["runs"]] == ["r1"]
-    assert "<h2>Comparison</h2>" not in (run_dir / "report" / "report.html").read_text()
+def test_cli_passes_the_runs_out_and_master_and_prints_the_page(tmp_path, monkeypatch, capsys):
+    calls = []
+
+    def fake_build_report(run_dirs, out_dir, master):
+        calls.append((run_dirs, out_dir, master))
+        return out_dir / "report.html"
+
+    monkeypatch.setattr("experiments.report.build_report", fake_build_report)
+    one, two = tmp_path / "r1", tmp_path / "r2"
+    assert main(["report", str(one), "--master", "local[2]"]) == 0
+    assert main(["report", str(one), str(two), "--out", str(tmp_path / "out")]) == 0
+    assert calls[0] == ([one], one / "report", "local[2]")  # one run: its own report/ directory
+    assert calls[1] == ([one, two], tmp_path / "out", "local[*]")
+    assert capsys.readouterr().out.split() == [
+        str(one / "report" / "report.html"),
+        str(tmp_path / "out" / "report.html"),
+    ]
+    assert default_out([one, two]).parent == Path("reports")
 
 
 def test_a_missing_run_directory_is_a_user_error(tmp_path, capsys):

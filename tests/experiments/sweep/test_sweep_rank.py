@@ -12,6 +12,7 @@ from experiments.sweep.spec import Objective
 pytestmark = [
     pytest.mark.spark,
     pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+    pytest.mark.filterwarnings("ignore:The copy keyword is deprecated"),  # pandas 3 in pyspark's toPandas
 ]
 OBJECTIVE = Objective(minimize=("rounds_to_converge",), maximize=("jain",))
 

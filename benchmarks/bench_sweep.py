@@ -1,0 +1,161 @@
+"""How long does a 100-run sweep take on this machine, from the sweep file to report.html?
+
+The sweep: 25 configurations (pip82-steal's `steal_fraction` 0.1 ... 0.9 x `threshold_pct` 2 ... 40) x 4 seeds
+= 100 runs of a scenario with 8 brokers and 60 rounds (two groups, 10% report loss rising to 30%, a demand
+shift, a crash and a restart), each run a Ray task on the in-process backend, then the Spark ranking on
+`local[2]`. The scenario and the sweep file are written to a temporary folder.
+
+Timed, one after the other as `quotalab sweep` does them: checking and expanding the sweep file (`plan_s`),
+the runs on a fresh local Ray instance with one task per CPU (`execute_s`, Ray's start included), the
+SparkSession's start (`spark_start_s`), and the per-run metrics, ranking and outputs (`rank_s`). `wall_s` is
+their sum. Also: the mean time of one run inside its task, the speed-up of the parallel runs over running
+them one after the other (sum of the runs' own times / `execute_s`), and a resume of the complete sweep
+(`resume_s`: every run found complete, none run again).
+
+Run from the repository root: `python benchmarks/bench_sweep.py` (writes `benchmarks/results/sweep.json`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: make the repository importable
+    sys.path.insert(0, str(ROOT))
+
+import yaml  # noqa: E402
+
+from experiments.report.session import spark_session  # noqa: E402
+from experiments.sweep.execute import execute_sweep  # noqa: E402
+from experiments.sweep.expand import plan_sweep  # noqa: E402
+from experiments.sweep.results import build_results  # noqa: E402
+from experiments.sweep.spec import load_sweep  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "sweep.json"
+MASTER = "local[2]"
+BROKERS, ROUNDS = 8, 60
+STEAL_FRACTIONS = [0.1, 0.3, 0.5, 0.7, 0.9]
+THRESHOLDS = [2, 5, 10, 20, 40]
+
+
+def base_scenario() -> dict[str, Any]:
+    """8 brokers on two groups: every broker in tenant-a, the even ones also in tenant-b."""
+    brokers = []
+    for index in range(1, BROKERS + 1):
+        workload = [{"group": "tenant-a/ns-1", "msgs_per_s": 20 + 10 * index}]
+        if index % 2 == 0:
+            workload.append({"group": "tenant-b/ns-1", "msgs_per_s": 40})
+        brokers.append({"name": f"broker-{index}", "workload": workload})
+    return {
+        "name": "bench-8-brokers",
+        "seed": 1,
+        "rounds": ROUNDS,
+        "policy": {"name": "pip82-steal", "params": {"steal_fraction": 0.5}},
+        "reporting": {"threshold_pct": 10, "force_every": 5},
+        "channel": {"loss": 0.1},
+        "groups": [
+            {"name": "tenant-a/ns-1", "quota": {"publish_msgs_per_s": 400}},
+            {"name": "tenant-b/ns-1", "quota": {"publish_msgs_per_s": 120}},
+        ],
+        "brokers": brokers,
+        "events": [
+            {"at": 15, "demand": {"broker": "broker-1", "group": "tenant-a/ns-1", "msgs_per_s": 150}},
+            {"at": 30, "crash": "broker-4"},
+            {"at": 35, "restart": "broker-4"},
+            {"at": 45, "channel": {"loss": 0.3}},
+        ],
+    }
+
+
+def write_sweep(folder: Path, seeds: int) -> Path:
+    (folder / "base.yaml").write_text(yaml.safe_dump(base_scenario(), sort_keys=False))
+    sweep = {
+        "name": "bench-sweep",
+        "base": "base.yaml",
+        "seeds": list(range(1, seeds + 1)),
+        "grid": {"policy.params.steal_fraction": STEAL_FRACTIONS, "reporting.threshold_pct": THRESHOLDS},
+    }  # the default objective: minimize rounds_to_converge, peak_overshoot, bytes published; maximize jain
+    path = folder / "bench-sweep.yaml"
+    path.write_text(yaml.safe_dump(sweep, sort_keys=False))
+    return path
+
+
+def run(seeds: int = 4, max_parallel: int | None = None) -> dict[str, Any]:
+    """Run the sweep once in a temporary folder and return the timings (see the module docstring)."""
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="bench-sweep-") as folder:
+        out = Path(folder) / "out"
+        start = time.perf_counter()
+        plan = plan_sweep(load_sweep(write_sweep(Path(folder), seeds)))
+        plan_s = time.perf_counter() - start
+
+        execution = execute_sweep(plan, out / "runs", max_parallel=max_parallel, progress=False)
+        if execution.failed:
+            raise RuntimeError(f"{len(execution.failed)} runs failed, e.g. {next(iter(execution.failed.items()))}")
+
+        start = time.perf_counter()
+        spark = spark_session(MASTER)
+        spark_start_s = time.perf_counter() - start
+
+        start = time.perf_counter()
+        results = build_results(plan, out / "runs", out, spark=spark)
+        rank_s = time.perf_counter() - start
+
+        resume = execute_sweep(plan, out / "runs", progress=False)
+        run_seconds = list(execution.run_seconds.values())
+    return {
+        "runs": len(plan.runs),
+        "configurations": len(plan.configurations),
+        "seeds": seeds,
+        "brokers": BROKERS,
+        "rounds": ROUNDS,
+        "cpus": os.cpu_count(),
+        "max_parallel": max_parallel,
+        "master": MASTER,
+        "wall_s": plan_s + execution.wall_s + spark_start_s + rank_s,
+        "plan_s": plan_s,
+        "execute_s": execution.wall_s,
+        "spark_start_s": spark_start_s,
+        "rank_s": rank_s,
+        "run_s_mean": statistics.mean(run_seconds),
+        "run_s_max": max(run_seconds),
+        "parallel_speedup": sum(run_seconds) / execution.wall_s,
+        "resume_s": resume.wall_s,
+        "resume_skipped": len(resume.skipped),
+        "best": results.summary["best"]["overrides"],
+        "pareto_front": len(results.summary["pareto"]),
+        "loadavg_1m": {"before": load_before, "after": os.getloadavg()[0]},
+        "python": platform.python_version(),
+        "machine": platform.platform(),
+        "versions": {pkg: version(pkg) for pkg in ("ray", "pyspark", "pandas")},
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+if __name__ == "__main__":
+    result = run()
+    print(
+        f"{result['runs']} runs ({result['configurations']} configurations x {result['seeds']} seeds, "
+        f"{result['brokers']} brokers, {result['rounds']} rounds) on {result['cpus']} CPUs: "
+        f"{result['wall_s']:.1f} s in all"
+    )
+    print(
+        f"  check and expand {result['plan_s']:.2f} s, runs {result['execute_s']:.1f} s "
+        f"(one run {result['run_s_mean']:.2f} s on average, {result['parallel_speedup']:.2f}x over one at a time), "
+        f"Spark start {result['spark_start_s']:.1f} s, metrics and ranking {result['rank_s']:.1f} s"
+    )
+    print(f"  resume of the complete sweep: {result['resume_s']:.2f} s ({result['resume_skipped']} runs skipped)")
+    print(f"  best: {result['best']}, {result['pareto_front']} on the Pareto front")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"saved {RESULTS.relative_to(ROOT)}")

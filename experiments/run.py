@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import signal
+import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -53,6 +56,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, *, address: str | None = Non
     writer = TelemetryWriter(run_dir, run_dir.name, manifest)
     bar = tqdm(total=scenario.rounds, desc=scenario.name, unit="round", disable=not progress, leave=False)
     status = "failed"
+    restore = _terminate_as_interrupt()
     try:
         if scenario.mode == "realtime":
             from actors.realtime import run_realtime
@@ -65,9 +69,23 @@ def run_scenario(scenario: Scenario, run_dir: Path, *, address: str | None = Non
         status = "interrupted"
         raise
     finally:
+        restore()
         bar.close()
         writer.close(status)
     return run_dir
+
+
+def _terminate_as_interrupt() -> Callable[[], None]:
+    """While a run goes, SIGTERM (a scheduler stopping the driver) ends it like Ctrl-C: the buffered rows are
+    flushed and the manifest says `interrupted`. Returns what restores the previous handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 def final_table(run_dir: Path) -> str:

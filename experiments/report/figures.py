@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 from experiments.report.metrics import MIN_JAIN
 
 FIGURES_PER_RUN = 6  # groups drawn per run; every group is in the tables and per_round.csv
+MAX_LABELLED_BROKERS = 8  # more brokers' limits share one legend entry
 
 
 def unit(dimension: str) -> str:
@@ -43,25 +44,29 @@ def figure_groups(run: dict[str, Any], limit: int = FIGURES_PER_RUN) -> list[tup
 
 def group_figure(rounds: pd.DataFrame, limits: pd.DataFrame, events: pd.DataFrame, dimension: str) -> str:
     """Top: quota, total usage, total demand and each broker's limit; bottom: Jain's index. Events marked."""
-    figure = Figure(figsize=(9, 5.5), layout="constrained")
+    figure = Figure(figsize=(10, 5.5), layout="constrained")
     rates, jain = figure.subplots(2, 1, sharex=True, height_ratios=[2, 1])
-    for broker, series in limits.groupby("broker"):
-        rates.plot(series["round"], _finite(series["limit"]), linewidth=0.8, alpha=0.6, label=f"limit {broker}")
+    n_brokers = limits["broker"].nunique()
+    for index, (broker, series) in enumerate(limits.groupby("broker")):
+        one_entry = f"each broker's limit ({n_brokers})" if index == 0 else None
+        label = f"limit {broker}" if n_brokers <= MAX_LABELLED_BROKERS else one_entry
+        rates.plot(series["round"], _finite(series["limit"]), linewidth=0.8, alpha=0.6, label=label)
     quota = _finite(rounds["quota"])
     if np.isfinite(quota).any():
         rates.step(rounds["round"], quota, where="post", color="black", linewidth=2, label="quota Q")
     else:
         rates.set_title("quota: unlimited", fontsize=9, loc="right")
+    rates.plot(rounds["round"], _finite(rounds["limit"]), color="black", linestyle=":", label="sum of limits")
     rates.plot(rounds["round"], rounds["usage"], color="tab:red", linewidth=2, label="total usage U")
     rates.plot(rounds["round"], rounds["demand"], color="tab:gray", linestyle="--", label="total demand D")
     rates.set_ylabel(f"rate ({unit(dimension)})")
-    rates.legend(fontsize=7, ncol=2 if len(limits["broker"].unique()) < 8 else 3, loc="upper left")
+    rates.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     jain.plot(rounds["round"], rounds["jain"], color="tab:blue", marker=".", markersize=3)
-    jain.axhline(MIN_JAIN, color="tab:green", linestyle=":", linewidth=1, label=f"converged at >= {MIN_JAIN}")
+    jain.axhline(MIN_JAIN, color="tab:green", linestyle=":", linewidth=1, label=f"convergence needs >= {MIN_JAIN}")
     jain.set_ylim(0, 1.05)
     jain.set_ylabel("Jain's index of U_b/F_b")
     jain.set_xlabel("round")
-    jain.legend(fontsize=7, loc="lower right")
+    jain.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     _mark_events(rates, events, label=True)
     _mark_events(jain, events, label=False)
     return _png(figure)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 from html import escape
 from typing import Any
 
@@ -13,6 +12,7 @@ from experiments.report import figures
 from experiments.report.metrics import CONVERGENCE_WINDOW, MIN_JAIN, TARGET_TOLERANCE
 from experiments.report.summary import Results
 
+UNSET = "(unset)"  # a scenario key one run has and another has not
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; line-height: 1.4 }
 h1 { border-bottom: 2px solid #444 } h2 { margin-top: 2.5em; border-bottom: 1px solid #aaa }
@@ -188,9 +188,10 @@ def _differences(manifests: dict[str, dict[str, Any]]) -> dict[str, str]:
     """Per run, the scenario settings whose values are not the same in every run (`key=value`, at most 6)."""
     flat = {run_id: _flatten(manifest.get("scenario") or {}) for run_id, manifest in manifests.items()}
     keys = sorted(set().union(*flat.values()))
-    varying = [key for key in keys if len({json.dumps(values.get(key), default=str) for values in flat.values()}) > 1]
+    varying = [key for key in keys if len({repr(values.get(key, UNSET)) for values in flat.values()}) > 1]
+    more = " ..." if len(varying) > 6 else ""
     return {
-        run_id: ", ".join(f"{key}={values.get(key)}" for key in varying[:6]) + (" ..." if len(varying) > 6 else "")
+        run_id: ", ".join(f"{key}={values.get(key, UNSET)}" for key in varying[:6]) + more
         for run_id, values in flat.items()
     }
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
 
 from experiments.report import metrics
 from experiments.report.load import Runs
@@ -53,7 +54,18 @@ def collect_limits(spark: SparkSession, rounds: DataFrame, shown: list[tuple[str
 
 
 def _collect(frame: DataFrame, order: list[str]) -> pd.DataFrame:
-    return frame.orderBy(*order).toPandas()
+    """Collect a small result, sorted on the driver (a Spark orderBy would add a sampling job).
+
+    An integer column with nulls arrives as float (3.0, NaN); it goes back to integers (3, <NA>).
+    """
+    table = frame.toPandas()
+    integral = (T.IntegerType, T.LongType)
+    nullable_ints = {
+        field.name: "Int64"
+        for field in frame.schema
+        if isinstance(field.dataType, integral) and table[field.name].dtype.kind == "f"
+    }
+    return table.astype(nullable_ints).sort_values(order, ignore_index=True)
 
 
 def build_summary(manifests: dict[str, dict[str, Any]], results: Results) -> dict[str, Any]:
@@ -64,7 +76,7 @@ def build_summary(manifests: dict[str, dict[str, Any]], results: Results) -> dic
     `report_bytes_per_round`; per event `target`.
     """
     bandwidth = results.runs.set_index("run_id")
-    events_by_group = {key: rows for key, rows in results.convergence.groupby(metrics.GROUP, sort=False)}
+    events_by_group = dict(list(results.convergence.groupby(metrics.GROUP, sort=False)))
     runs = []
     for run_id, manifest in manifests.items():
         groups = [
@@ -115,10 +127,9 @@ def _overall(groups: list[dict[str, Any]]) -> dict[str, Any]:
     """A run's scores over all its groups: the worst peak overshoot, mean scores, convergence over all events."""
     waits = [event["rounds_to_converge"] for group in groups for event in group["events"]]
     converged = [wait for wait in waits if wait is not None]
+    peaks = [group["peak_overshoot"] for group in groups if group["peak_overshoot"] is not None]
     return {
-        "peak_overshoot": _number(
-            max((g["peak_overshoot"] for g in groups if g["peak_overshoot"] is not None), default=None)
-        ),
+        "peak_overshoot": max(peaks, default=None),
         "utilization": _mean(group["utilization"] for group in groups),
         "jain": _mean(group["jain"] for group in groups),
         "fairness_error": _mean(group["fairness_error"] for group in groups),

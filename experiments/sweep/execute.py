@@ -152,8 +152,8 @@ def error_line(error: ray.exceptions.RayError) -> str:
     if cause is not None:
         text = str(cause).strip()
         return f"{type(cause).__name__}: {text.splitlines()[0]}" if text else type(cause).__name__
-    lines = [line for line in str(error).splitlines() if line.strip()]
-    return lines[-1].strip() if lines else type(error).__name__
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
 
 
 @ray.remote(num_cpus=1)

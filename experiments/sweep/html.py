@@ -17,18 +17,6 @@ from experiments.sweep.spec import Objective
 
 TABLE_ROWS = 25  # configurations listed on the page; ranking.csv has them all
 
-METRIC_TEXT = {
-    "rounds_to_converge": "per run, the mean over groups and events of the rounds until usage stays within 5% of "
-    "the quota of its target with Jain >= 0.95 for 3 rounds; an event never converged counts as the run's rounds",
-    "events_not_converged": "per run, the (group, event) pairs after which the group never converged",
-    "peak_overshoot": "per run, the worst max(0, U/Q - 1) over groups and rounds",
-    "utilization": "per run, the mean over groups of U / min(Q, D) over the last quarter",
-    "jain": "per run, the mean over groups of Jain's index of usage over the max-min fair share (last quarter)",
-    "fairness_error": "per run, the mean over groups of sum |U_b - F_b| / Q (last quarter)",
-    "bytes_published_per_round": "per run, the bytes of usage reports published per round",
-    "bytes_delivered_per_round": "per run, the bytes of usage reports delivered per round",
-}
-
 
 def render_sweep(summary: dict[str, Any], ranking: Ranking, objective: Objective, parameters: list[str]) -> str:
     """The page: what was swept, the best configuration, the ranking, the Pareto front and each parameter's effect."""
@@ -72,7 +60,7 @@ def render_sweep(summary: dict[str, Any], ranking: Ranking, objective: Objective
     if runs["failed"]:
         parts.append("<h2>Failed runs</h2>")
         parts.append(_table(["run", "error"], [[k, v] for k, v in runs["failed"].items()], text_columns=2))
-    metric_items = "".join(f"<dt>{escape(name)}</dt><dd>{escape(METRIC_TEXT[name])}</dd>" for name in METRICS)
+    metric_items = "".join(f"<dt>{escape(name)}</dt><dd>{escape(text)}</dd>" for name, text in METRICS.items())
     parts.append(f"<h2>Metrics</h2><dl>{metric_items}</dl></body></html>")
     return "\n".join(parts)
 

@@ -20,16 +20,17 @@ from __future__ import annotations
 
 from typing import Any
 
-# name -> the direction in which it is better, for the docs and the figures' labels
+# name -> its definition, as the sweep's report.html states it
 METRICS = {
-    "rounds_to_converge": "minimize",
-    "events_not_converged": "minimize",
-    "peak_overshoot": "minimize",
-    "utilization": "maximize",
-    "jain": "maximize",
-    "fairness_error": "minimize",
-    "bytes_published_per_round": "minimize",
-    "bytes_delivered_per_round": "minimize",
+    "rounds_to_converge": "per run, the mean over groups and events of the rounds until usage stays within 5% of "
+    "the quota of its target with Jain >= 0.95 for 3 rounds; an event never converged counts as the run's rounds",
+    "events_not_converged": "per run, the (group, event) pairs after which the group never converged",
+    "peak_overshoot": "per run, the worst max(0, U/Q - 1) over groups and rounds",
+    "utilization": "per run, the mean over groups of U / min(Q, D) over the last quarter (above 1: over quota)",
+    "jain": "per run, the mean over groups of Jain's index of usage over the max-min fair share (last quarter)",
+    "fairness_error": "per run, the mean over groups of sum |U_b - F_b| / Q (last quarter)",
+    "bytes_published_per_round": "per run, the bytes of usage reports published per round",
+    "bytes_delivered_per_round": "per run, the bytes of usage reports delivered per round",
 }
 
 

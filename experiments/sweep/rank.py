@@ -118,16 +118,16 @@ def per_run_frame(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:
 
 def aggregate(per_run: DataFrame) -> DataFrame:
     """Per configuration: runs, and the mean and sample std over seeds of each metric."""
-    statistics = [
-        column
-        for name in METRICS
-        for column in (F.avg(name).alias(f"{name}_mean"), F.stddev_samp(name).alias(f"{name}_std"))
-    ]
-    return (
-        per_run.groupBy("config_id")
-        .agg(F.count("run_id").alias("runs"), *statistics)
-        .select("config_id", "runs", *[f"{name}_{stat}" for name in METRICS for stat in ("mean", "std")])
-    )
+    return per_run.groupBy("config_id").agg(*_runs_mean_std()).select("config_id", *_STATISTICS)
+
+
+def _runs_mean_std() -> list[Column]:
+    """The aggregates of `_STATISTICS`: the number of runs, then each metric's mean and sample std."""
+    spread = [(F.avg(name).alias(f"{name}_mean"), F.stddev_samp(name).alias(f"{name}_std")) for name in METRICS]
+    return [F.count("run_id").alias("runs"), *[column for pair in spread for column in pair]]
+
+
+_STATISTICS = ["runs", *[f"{name}_{statistic}" for name in METRICS for statistic in ("mean", "std")]]
 
 
 def rank(aggregated: DataFrame, objective: Objective) -> DataFrame:
@@ -171,16 +171,11 @@ def rank(aggregated: DataFrame, objective: Objective) -> DataFrame:
 def parameter_effects(per_run: DataFrame) -> DataFrame:
     """Per swept parameter and value: runs, and the mean and std of each metric over every run with that value
     (pooled over the other parameters and the seeds): each parameter's effect on each metric."""
-    statistics = [
-        column
-        for name in METRICS
-        for column in (F.avg(name).alias(f"{name}_mean"), F.stddev_samp(name).alias(f"{name}_std"))
-    ]
     return (
         per_run.select(F.explode("params").alias("parameter", "value"), "run_id", *METRICS)
         .groupBy("parameter", "value")
-        .agg(F.count("run_id").alias("runs"), *statistics)
-        .select("parameter", "value", "runs", *[f"{name}_{stat}" for name in METRICS for stat in ("mean", "std")])
+        .agg(*_runs_mean_std())
+        .select("parameter", "value", *_STATISTICS)
     )
 
 

@@ -1,11 +1,15 @@
 """From a sweep's complete runs to its outputs: `ranking.csv`, `runs.csv`, `sweep.json` and `report.html`.
 
-`sweep.json`: `name`, `base`, `search`, `parameters`, `seeds`, `fixed`, `objective`, `ranking_rule`,
-`configurations` (how many were planned), `runs` (`planned`, `complete`, `failed`: run id -> error line),
-`ranked` (one entry per configuration with at least one complete run, in rank order), `best` (the first of
-them, plus `fragment`: its overrides as scenario YAML), `pareto` (the entries on the front, in rank order) and
-`unranked` (configurations without any complete run). An entry: `rank`, `config_id`, `overrides`, `runs`,
-`score`, `on_pareto_front`, `ranks` (objective -> rank), `metrics` (metric -> `{mean, std}`).
+`sweep.json`: `name`, `description`, `sweep_file`, `base`, `search`, `parameters`, `seeds`, `fixed`,
+`objective`, `ranking_rule`, `configurations` (how many were planned), `runs` (`planned`, `complete`,
+`failed`: run id -> error line), `ranked` (one entry per configuration with at least one complete run, in rank
+order), `best` (the first of them, plus `fragment`: its overrides as scenario YAML), `pareto` (the entries on
+the front, in rank order) and `unranked` (configurations without any complete run). An entry: `rank`,
+`config_id`, `overrides`, `runs`, `score`, `on_pareto_front`, `ranks` (objective -> rank), `metrics`
+(metric -> `{mean, std}`).
+
+`ranking.csv`: the ranking's table (one row per configuration, one column per swept key); `runs.csv`: every
+complete run's metrics.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ def build_results(
     out_dir.mkdir(parents=True, exist_ok=True)
     _csv_ready(ranking.table).to_csv(out_dir / "ranking.csv", index=False)
     _csv_ready(ranking.per_run).to_csv(out_dir / "runs.csv", index=False)
-    (out_dir / "sweep.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out_dir / "sweep.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     report = out_dir / "report.html"
     report.write_text(render_sweep(summary, ranking, plan.sweep.objective, list(plan.sweep.parameters)))
     return SweepResults(summary=summary, ranking=ranking, report=report)
@@ -78,11 +82,10 @@ def sweep_summary(plan: SweepPlan, ranking: Ranking, complete: int, failed: dict
     ranked = [
         _entry(row, overrides[row["config_id"]], sweep.objective.names) for row in ranking.table.to_dict("records")
     ]
-    search = (
-        f"grid of {len(plan.configurations)} configurations"
-        if sweep.grid is not None
-        else f"random: {sweep.random.samples} samples, seed {sweep.random.seed}"  # type: ignore[union-attr]
-    )
+    search = f"grid of {len(plan.configurations)} configurations"
+    if sweep.random is not None:
+        drawn = f"{len(plan.configurations)} distinct of {sweep.random.samples} samples"
+        search = f"random: {drawn}, seed {sweep.random.seed}"
     return {
         "name": sweep.name,
         "description": sweep.description,

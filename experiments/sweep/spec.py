@@ -123,7 +123,10 @@ class Sweep:
     @property
     def parameters(self) -> tuple[str, ...]:
         """The swept dotted keys, in file order."""
-        return tuple(self.grid if self.grid is not None else self.random.space)  # type: ignore[union-attr]
+        if self.grid is not None:
+            return tuple(self.grid)
+        assert self.random is not None  # a sweep has a grid or a random search
+        return tuple(self.random.space)
 
     @property
     def section(self) -> str:
@@ -169,10 +172,12 @@ def parse_sweep(data: Any, source: str = "<sweep>", base_dir: Path = Path()) -> 
         raise check.fail("name", f"must be letters, digits, '.', '_' or '-' (it names a directory), got {name!r}")
     base, base_data = check.base(data["base"], base_dir)
     fixed = check.overrides(data.get("fixed", {}), "fixed")
-    grid = check.grid(data["grid"]) if "grid" in data else None
-    search = check.random(data["random"], name) if "random" in data else None
-    swept = grid if grid is not None else search.space  # type: ignore[union-attr]
-    check.no_overlap(swept, "grid" if grid is not None else "random.space", fixed)
+    if "grid" in data:
+        grid, search = check.grid(data["grid"]), None
+        check.no_overlap(grid, "grid", fixed)
+    else:
+        grid, search = None, check.random(data["random"], name)
+        check.no_overlap(search.space, "random.space", fixed)
 
     sweep = Sweep(
         name=name,
@@ -211,8 +216,8 @@ def _check_values(sweep: Sweep) -> None:
         for key, values in sweep.grid.items():
             for index, value in enumerate(values):
                 _try(sweep, {key: value}, f"grid.{key}[{index}]")
-    else:
-        for key, distribution in sweep.random.space.items():  # type: ignore[union-attr]
+    elif sweep.random is not None:
+        for key, distribution in sweep.random.space.items():
             for index, value in enumerate(distribution.values):  # the bounds stand for the whole range
                 _try(sweep, {key: value}, f"random.space.{key}.{distribution.kind}[{index}]")
 

@@ -25,9 +25,7 @@ import numpy as np
 from actors.config import BurstSpec, ChannelSpec
 
 COUNTERS = ("bytes_published", "bytes_delivered", "deliveries_dropped", "messages_delivered")
-CONFIGURABLE = frozenset(
-    {"loss", "burst", "delay_rounds", "jitter_rounds", "duplicate", "reorder", "partitions"}
-)
+CONFIGURABLE = frozenset({"loss", "burst", "delay_rounds", "jitter_rounds", "duplicate", "reorder", "partitions"})
 
 _DUE_EPS = 1e-9  # a copy due at `now` plus float noise is delivered at `now`
 # Uniforms consumed per (publish, subscriber), whatever the spec: burst state, loss, jitter, reorder,
@@ -230,6 +228,11 @@ class Channel:
         """
         self.publish_many(items, now)
         return self.fetch_all(now), self.take_counters()
+
+    def publish_and_fetch(self, subscriber: str, items: Iterable[tuple[str, int, bytes]], now: float) -> list[bytes]:
+        """A realtime broker's tick in one call: publish its reports, then fetch what is due for it."""
+        self.publish_many(items, now)
+        return self.fetch(subscriber, now)
 
     def publish_many(self, items: Iterable[tuple[str, int, bytes]], now: float) -> None:
         """Publish each `(sender, shard, payload)` in order: one call for a broker's whole round."""

@@ -32,10 +32,7 @@ class Membership:
         self._expire_cursor = 0
 
     def __repr__(self) -> str:
-        return (
-            f"Membership(alive={self.alive()}, announced={len(self._log)}, "
-            f"session_timeout={self.session_timeout})"
-        )
+        return f"Membership(alive={self.alive()}, announced={len(self._log)}, session_timeout={self.session_timeout})"
 
     def register(self, broker: str, incarnation: int, now: float) -> None:
         """Open a session for `incarnation` of `broker`.
@@ -91,6 +88,13 @@ class Membership:
         if not 0 <= since <= len(self._log):
             raise ValueError(f"announcement cursor {since!r} out of range [0, {len(self._log)}]")
         return self._log[since:], len(self._log)
+
+    def heartbeat_and_announcements(
+        self, broker: str, incarnation: int, now: float, since: int
+    ) -> tuple[list[tuple[str, int]], int]:
+        """A realtime broker's tick in one call: its heartbeat, then the announcements after `since`."""
+        self.heartbeat(broker, incarnation, now)
+        return self.announcements(since)
 
     def alive(self) -> list[str]:
         """Brokers with a live session, sorted."""

@@ -124,14 +124,13 @@ class RealtimeHost(BrokerHost):
         round_index = self._tick_round[broker]
         published = self.publish_broker(broker, round_index, t_s)
         items = [(broker, shard, payload) for shard, payload in published.payloads]
-        blocking_call(self._channel, "publish_many", items, t_s)
-        payloads = blocking_call(self._channel, "fetch", broker, t_s)
+        payloads = blocking_call(self._channel, "publish_and_fetch", broker, items, t_s)
         dead: list[tuple[str, int]] = []
         if self._membership is not None:
             incarnation = self.brokers[broker].record.incarnation
-            blocking_call(self._membership, "heartbeat", broker, incarnation, t_s)
+            cursor = self._announcement_cursor.get(broker, 0)
             dead, self._announcement_cursor[broker] = blocking_call(
-                self._membership, "announcements", self._announcement_cursor.get(broker, 0)
+                self._membership, "heartbeat_and_announcements", broker, incarnation, t_s, cursor
             )
         rows, rejected = self.allocate_broker(broker, payloads, [tuple(d) for d in dead], round_index, t_s)
         self._pending_rows.append(rows)

@@ -147,7 +147,7 @@ def _write_events(run_dir: Path) -> None:
     pq.write_table(table, run_dir / "events" / "part-00000.parquet")
 
 
-def main() -> dict:
+def run() -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-report-") as scratch:
         run_dir = Path(scratch) / "bench-run"
         rows = write_synthetic_run(run_dir)
@@ -183,4 +183,4 @@ def main() -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run()

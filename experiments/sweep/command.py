@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--address",
         metavar="RAY_ADDRESS",
-        help="Ray cluster to join, e.g. 'auto' or ray://host:10001; DIR must then be on storage the nodes share "
+        help="Ray cluster to join, e.g. 'auto' or ray://host:10001; runs come back to DIR on this machine "
         "(default: start a local Ray instance)",
     )
     parser.add_argument(

@@ -7,16 +7,20 @@ CPUs), the next submitted as one finishes (`ray.wait`), so the driver builds eac
 run is about to start and a failure is reported while the others go on.
 
 A run directory is `runs_dir/<run_id>/`: the run's telemetry, `manifest.json`, and `sweep-run.json` (the
-sweep, configuration, seed and overrides it was run with). A run counts as done when its manifest says
-`complete` and its `sweep-run.json` matches the plan; anything else found there (a run interrupted, failed,
-still `running` from a killed sweep, or made from other settings) is deleted by the task that reruns it.
-With `--address`, `runs_dir` must be on storage that every node and the driver share.
+sweep, configuration, seed and overrides it was run with). A task runs its scenario in a scratch directory of
+the node it runs on and returns the files; the driver writes them under `.<run_id>.partial/` and renames that
+to `<run_id>/`, so every run directory is on the driver's disk (the nodes of a cluster need no shared
+storage) and appears whole or not at all. A run counts as done when its manifest says `complete` and its
+`sweep-run.json` matches the plan; anything else found at its place (a run made from other settings, a
+manifest that says `running`, `interrupted` or `failed`) is replaced when the run is done again.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,20 +129,24 @@ def _run_all(
         while queue or in_flight:
             while queue and len(in_flight) < limit:
                 run = queue.pop()
-                scenario = plan.sweep.scenario(run.overrides, run.seed)
-                task = _run_task.remote(scenario, str(runs_dir / run.run_id), records[run.run_id])
+                task = _run_task.remote(plan.sweep.scenario(run.overrides, run.seed), run.run_id)
                 in_flight[task] = run.run_id
             (done,), _ = ray.wait(list(in_flight), num_returns=1)
             run_id = in_flight.pop(done)
             try:
-                run_seconds[run_id] = ray.get(done)
+                seconds, files = ray.get(done)
+                store_run(runs_dir, run_id, files, records[run_id])
+                run_seconds[run_id] = seconds
             except ray.exceptions.RayError as error:
                 failed[run_id] = error_line(error)
+            except OSError as error:  # the driver could not write the run directory
+                failed[run_id] = f"{type(error).__name__}: {error}"
+            if run_id in failed:
                 bar.write(f"run {run_id} failed: {failed[run_id]}")
             bar.update()
             bar.set_postfix(failed=len(failed), refresh=False)
     except KeyboardInterrupt:
-        for task in in_flight:  # their run directories stay `running` and are rerun on resume
+        for task in in_flight:  # their runs are not stored, so a resumed sweep runs them
             ray.cancel(task, force=True)
         raise
     finally:
@@ -156,14 +164,31 @@ def error_line(error: ray.exceptions.RayError) -> str:
     return lines[0] if lines else type(error).__name__
 
 
+def store_run(runs_dir: Path, run_id: str, files: dict[str, bytes], record: dict[str, Any]) -> None:
+    """Write a finished run's files and `sweep-run.json` to `runs_dir/<run_id>/`, replacing whatever was there
+    in one rename (a sweep killed while writing leaves only a `.partial` directory, rewritten next time)."""
+    partial = runs_dir / f".{run_id}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    for name, data in files.items():
+        (partial / name).parent.mkdir(parents=True, exist_ok=True)
+        (partial / name).write_bytes(data)
+    (partial / RECORD).write_text(json.dumps(record, indent=2, default=str) + "\n")
+    final = runs_dir / run_id
+    if final.is_dir():
+        shutil.rmtree(final)
+    os.replace(partial, final)
+
+
 @ray.remote(num_cpus=1)
-def _run_task(scenario: Scenario, run_dir: str, record: dict[str, Any]) -> float:
-    """One run into `run_dir`, which is emptied first (a rerun, or Ray retrying a crashed worker, starts
-    afresh); returns the seconds it took."""
-    path = Path(run_dir)
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
-    (path / RECORD).write_text(json.dumps(record, indent=2, default=str) + "\n")
-    start = time.perf_counter()
-    run_scenario(scenario, path, progress=False)
-    return time.perf_counter() - start
+def _run_task(scenario: Scenario, run_id: str) -> tuple[float, dict[str, bytes]]:
+    """One run in a scratch directory of this node; returns the seconds it took and its files (path relative
+    to the run directory -> bytes). A sweep's runs are small (a few hundred kB of telemetry each), so sending
+    them back through the object store costs little and spares a cluster the need for shared storage."""
+    with tempfile.TemporaryDirectory(prefix="quotalab-sweep-") as scratch:
+        run_dir = Path(scratch) / run_id
+        start = time.perf_counter()
+        run_scenario(scenario, run_dir, progress=False)
+        seconds = time.perf_counter() - start
+        files = [path for path in run_dir.rglob("*") if path.is_file()]
+        return seconds, {str(path.relative_to(run_dir)): path.read_bytes() for path in files}

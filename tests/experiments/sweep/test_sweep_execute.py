@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -9,7 +10,7 @@ import pytest
 
 from experiments.sweep.execute import RECORD, execute_sweep
 from experiments.sweep.expand import plan_sweep
-from experiments.sweep.spec import load_sweep
+from experiments.sweep.spec import Sweep, load_sweep
 
 from .sweeps import write_sweep
 
@@ -45,14 +46,22 @@ def test_a_resumed_sweep_reruns_only_the_runs_not_complete(ray_session, tmp_path
     assert json.loads(manifest_path.read_text())["status"] == "complete"
 
 
-def test_a_failed_run_is_reported_and_the_others_still_run(ray_session, tmp_path):
-    plan = plan_sweep(load_sweep(write_sweep(tmp_path, {**SWEEP, "seeds": [1]})))
+def test_failed_runs_are_reported_and_the_others_still_run(ray_session, tmp_path, monkeypatch):
+    plan = plan_sweep(load_sweep(write_sweep(tmp_path, {**SWEEP, "grid": {"channel.loss": [0.0, 0.1, 0.2]}})))
+    broken, blocked, fine = (run.run_id for run in plan.runs[::2])
+    scenario = Sweep.scenario
+
+    def break_one(sweep, overrides, seed):  # a scenario that fails inside its task, on an unknown backend
+        made = scenario(sweep, overrides, seed)
+        return dataclasses.replace(made, backend="bogus") if overrides == plan.runs[0].overrides else made
+
+    monkeypatch.setattr(Sweep, "scenario", break_one)
     runs_dir = tmp_path / "runs"
     runs_dir.mkdir()
-    blocked, other = (run.run_id for run in plan.runs)
-    (runs_dir / blocked).write_text("not a directory")  # the task cannot make its run directory
+    (runs_dir / blocked).write_text("not a directory")  # the driver cannot store that run
     summary = execute_sweep(plan, runs_dir, progress=False)
-    assert summary.ran == (other,)
-    assert list(summary.failed) == [blocked]
-    assert summary.failed[blocked].startswith("FileExistsError: ")
-    assert "\n" not in summary.failed[blocked]
+    assert fine in summary.ran and len(summary.ran) == 3
+    assert sorted(summary.failed) == sorted([broken, plan.runs[1].run_id, blocked])
+    assert summary.failed[broken] == "ValueError: backend: unknown 'bogus' (known: local, ray)"
+    assert summary.failed[blocked].startswith("NotADirectoryError: ")
+    assert not (runs_dir / broken).exists()

@@ -171,27 +171,19 @@ class Cluster:
 
     # -- membership ------------------------------------------------------------------------------
 
-    def heartbeat_and_expire(self, t: float) -> list[tuple[str, int]]:
-        """Heartbeats of the live brokers, then the dead announced since the last call."""
-        return self.collect_dead(self.send_heartbeats(t))
-
     def send_heartbeats(self, t: float) -> list[object]:
         """Submit the live brokers' heartbeats and the expiry without waiting (the lockstep driver overlaps
         them with the publish phase: the registry depends on nothing else); `collect_dead` waits."""
         if self.membership is None:
             return []
-        calls = [
-            self.backend.call(self.membership, "heartbeat", broker, self.records[broker].incarnation, t)
-            for broker in sorted(self.up)
-        ]
-        calls.append(self.backend.call(self.membership, "expire", t))
-        return calls
+        sessions = [(broker, self.records[broker].incarnation) for broker in sorted(self.up)]
+        return [self.backend.call(self.membership, "heartbeat_all", sessions, t)]
 
     def collect_dead(self, calls: list[object]) -> list[tuple[str, int]]:
         """The dead announced by the expiry submitted with `send_heartbeats`."""
         if not calls:
             return []
-        *_, dead = self.backend.gather(calls)
+        (dead,) = self.backend.gather(calls)
         return [tuple(entry) for entry in dead]
 
 

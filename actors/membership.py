@@ -89,6 +89,12 @@ class Membership:
             raise ValueError(f"announcement cursor {since!r} out of range [0, {len(self._log)}]")
         return self._log[since:], len(self._log)
 
+    def heartbeat_all(self, sessions: list[tuple[str, int]], now: float) -> list[tuple[str, int]]:
+        """A lockstep round in one call: every live broker's heartbeat, then `expire(now)`."""
+        for broker, incarnation in sessions:
+            self.heartbeat(broker, incarnation, now)
+        return self.expire(now)
+
     def heartbeat_and_announcements(
         self, broker: str, incarnation: int, now: float, since: int
     ) -> tuple[list[tuple[str, int]], int]:

@@ -7,6 +7,7 @@ Both backends take the same plain classes and the same calls, so a driver is wri
 
 from __future__ import annotations
 
+import os
 from typing import Any, Protocol
 
 
@@ -54,7 +55,7 @@ class RayBackend:
 
         self._ray = ray
         if not ray.is_initialized():
-            ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            init_ray(address)
 
     def create(self, cls: type, *args: Any) -> Any:
         actor_class = self._ray.remote(cls).options(num_cpus=0, scheduling_strategy="SPREAD")
@@ -68,6 +69,15 @@ class RayBackend:
 
     def kill(self, handle: Any) -> None:
         self._ray.kill(handle, no_restart=True)
+
+
+def init_ray(address: str | None = None) -> None:
+    """Start or join Ray. No address: a Ray job's RAY_ADDRESS, else a new local instance; never whichever
+    instance this machine happens to run (another sweep's, a test session's), which may stop under us."""
+    import ray
+
+    address = address or os.environ.get("RAY_ADDRESS") or "local"
+    ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
 
 
 def make_backend(name: str, address: str | None = None) -> Backend:

@@ -34,7 +34,7 @@ for path in (ROOT, BENCHMARKS):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-NAMES = ("token_bucket", "codec", "allocator", "runtime", "report")
+NAMES = ("token_bucket", "codec", "allocator", "runtime", "report", "sweep")
 
 QUICK: dict[str, dict[str, Any]] = {
     "token_bucket": {"calls": 20_000, "repeats": 2, "array_calls": 200},

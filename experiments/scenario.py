@@ -79,7 +79,7 @@ class ScenarioError(UserError):
 def load_scenario(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Scenario:
     """Read, override and validate the scenario file at `path`; trace files are relative to its folder."""
     source = str(path)
-    data = _top_level(_read_yaml(Path(path), source), source)
+    data = _top_level(read_yaml(Path(path), source), source)
     if overrides:
         data = apply_overrides(data, overrides)
     return parse_scenario(data, source)
@@ -144,7 +144,7 @@ _StrictLoader.add_implicit_resolver(
 )
 
 
-def _read_yaml(path: Path, source: str) -> Any:
+def read_yaml(path: Path, source: str) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -29,6 +29,7 @@ from typing import Any
 import ray
 from tqdm import tqdm
 
+from actors.backends import init_ray
 from actors.config import Scenario
 from experiments.run import run_scenario
 from experiments.sweep.expand import PlannedRun, SweepPlan
@@ -90,9 +91,7 @@ def execute_sweep(
 
     owns_ray = not ray.is_initialized()
     if owns_ray:
-        # "local" starts a Ray instance of our own: with no address, ray.init would join whichever instance
-        # this machine already runs (another sweep's, a test session's) and fail when that one stops.
-        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False, configure_logging=False)
+        init_ray(address)
     try:
         run_seconds, failed = _run_all(plan, pending, runs_dir, records, max_parallel, progress, len(skipped))
     finally:

@@ -37,7 +37,7 @@ from typing import Any
 
 from actors.config import Scenario
 from experiments.cli import UserError
-from experiments.scenario import ScenarioError, _read_yaml, apply_overrides, parse_scenario
+from experiments.scenario import ScenarioError, apply_overrides, parse_scenario, read_yaml
 from experiments.sweep.metrics import METRICS
 
 DEFAULT_OBJECTIVE = {
@@ -147,7 +147,7 @@ def load_sweep(path: str | Path) -> Sweep:
     """Read and validate the sweep file at `path` (see the module docstring)."""
     source = str(path)
     try:
-        data = _read_yaml(Path(path), source)
+        data = read_yaml(Path(path), source)
     except ScenarioError as error:
         raise SweepError(error.source, error.key, error.problem) from None
     return parse_sweep(data, source, Path(path).parent)
@@ -283,7 +283,7 @@ class _Checker:
     def base(self, value: Any, base_dir: Path) -> tuple[Path, dict[str, Any]]:
         path = base_dir / self.string(value, "base")
         try:
-            data = _read_yaml(path, str(path))
+            data = read_yaml(path, str(path))
         except ScenarioError as error:
             raise self.fail("base", f"{value}: {error.problem} (relative to {base_dir})") from None
         if not isinstance(data, dict):

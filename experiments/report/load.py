@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import reduce
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -76,16 +76,14 @@ class Runs:
 
 
 def load_runs(spark: SparkSession, run_dirs: list[Path] | list[str]) -> Runs:
-    """Read each `RUN_DIR/{manifest.json, rounds/, messages/, events/}`; a missing piece is a `UserError`."""
+    """Read each `RUN_DIR/{manifest.json, rounds/, messages/, events/}`; a missing piece is a `UserError`.
+
+    Each table is one Parquet scan over every run, not one scan per run unioned: a sweep reports on a hundred
+    runs or more, and per-run scans (listing, planning, a union of hundreds of plans) cost seconds each.
+    """
     located = read_manifests(run_dirs)
-    tables = {
-        name: [_read_table(spark, run_dir / name, schema, run_id) for run_id, (run_dir, _) in located.items()]
-        for name, schema in TABLES.items()
-    }
     return Runs(
-        rounds=reduce(DataFrame.unionByName, tables["rounds"]),
-        messages=reduce(DataFrame.unionByName, tables["messages"]),
-        events=reduce(DataFrame.unionByName, tables["events"]),
+        **{name: _read_table(spark, name, schema, located) for name, schema in TABLES.items()},
         manifests={run_id: manifest for run_id, (_, manifest) in located.items()},
     )
 
@@ -125,16 +123,25 @@ def _read_manifest(run_dir: Path) -> dict[str, Any]:
     return manifest
 
 
-def _read_table(spark: SparkSession, path: Path, schema: T.StructType, run_id: str) -> DataFrame:
-    """One table of one run, cast to `schema`; a directory without parts (no events, say) is an empty table."""
-    has_parts = any(part.is_file() and not part.name.startswith((".", "_")) for part in path.rglob("*"))
-    if not has_parts:
+def _read_table(
+    spark: SparkSession, name: str, schema: T.StructType, located: dict[str, tuple[Path, dict[str, Any]]]
+) -> DataFrame:
+    """Table `name` of every run, cast to `schema`, with `run_id` mapped from the directory each part file
+    is in; runs without parts (no events, say) add no rows."""
+    run_of_directory: dict[str, str] = {}
+    for run_id, (run_dir, _) in located.items():
+        parts = sorted(part for part in (run_dir / name).rglob("*.parquet") if not part.name.startswith((".", "_")))
+        if not parts:
+            continue
+        missing = [field.name for field in schema if field.name not in pq.read_schema(parts[0]).names + ["run_id"]]
+        if missing:
+            raise UserError(f"{run_dir / name}: missing columns {', '.join(missing)}")
+        run_of_directory[str((run_dir / name).resolve()).lstrip("/")] = run_id
+    if not run_of_directory:
         return spark.createDataFrame([], schema)
-    table = spark.read.parquet(str(path))
-    missing = [field.name for field in schema if field.name not in table.columns]
-    if missing:
-        raise UserError(f"{path}: missing columns {', '.join(missing)}")
-    return table.select(
-        F.lit(run_id).alias("run_id"),
+    directory = F.url_decode(F.regexp_extract(F.col("_metadata.file_path"), r"^(?:file:)?/*(.*)/[^/]+$", 1))
+    run_ids = F.create_map(*[F.lit(text) for pair in run_of_directory.items() for text in pair])
+    return spark.read.parquet(*["/" + directory for directory in run_of_directory]).select(
+        run_ids[directory].alias("run_id"),
         *[F.col(field.name).cast(field.dataType).alias(field.name) for field in schema if field.name != "run_id"],
     )

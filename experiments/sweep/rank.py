@@ -33,8 +33,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from experiments.cli import UserError
-from experiments.report.load import TABLES, Runs, read_manifests
+from experiments.report.load import load_runs
 from experiments.report.summary import build_summary, collect_results
 from experiments.sweep.metrics import METRICS, run_metrics
 from experiments.sweep.spec import Objective
@@ -68,36 +67,9 @@ class Ranking:
 
 def collect_run_metrics(spark: SparkSession, run_dirs: list[Path]) -> dict[str, dict[str, float | None]]:
     """run_id -> metrics, computed by the report module's Spark jobs (`summary.json`'s numbers)."""
-    runs = load_sweep_runs(spark, run_dirs)
+    runs = load_runs(spark, run_dirs)
     summary = build_summary(runs.manifests, collect_results(runs))
     return {run["run_id"]: run_metrics(run) for run in summary["runs"]}
-
-
-def load_sweep_runs(spark: SparkSession, run_dirs: list[Path]) -> Runs:
-    """The runs' telemetry as `experiments.report.load.load_runs` gives it, but read with one Parquet scan per
-    table over every run rather than one scan per run and table, unioned.
-
-    A sweep has a hundred small runs or more: per-run scans cost about a second each on two cores (listing,
-    planning, and jobs over a union of hundreds of scans), longer than the runs themselves. `run_id` comes
-    from the path of each file (`<run_id>/<table>/part-*.parquet`): a sweep's run directory is named by its id.
-    """
-    located = read_manifests(run_dirs)  # every directory, manifest and table checked before Spark reads
-    for run_id, (run_dir, _) in located.items():
-        if run_id != run_dir.name:
-            raise UserError(f"{run_dir}: holds run {run_id!r}, not a run of this sweep")
-
-    def table(name: str, schema: T.StructType) -> DataFrame:
-        run_id = F.regexp_extract(F.col("_metadata.file_path"), rf"/([^/]+)/{name}/[^/]+$", 1)
-        return (
-            spark.read.schema(schema)
-            .parquet(*[str(run_dir / name) for run_dir, _ in located.values()])
-            .select(run_id.alias("run_id"), *[field.name for field in schema if field.name != "run_id"])
-        )
-
-    return Runs(
-        **{name: table(name, schema) for name, schema in TABLES.items()},
-        manifests={run_id: manifest for run_id, (_, manifest) in located.items()},
-    )
 
 
 def per_run_frame(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:

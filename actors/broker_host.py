@@ -80,7 +80,6 @@ class LogicalBroker:
             quota_matrix(scenario, quotas, self.groups),
             node_settings(scenario),
             incarnation=record.incarnation,
-            now_s=self.monotonic_time(now_s),
             group_names={int(gid): name for gid, name in zip(group_ids, self.groups, strict=True)},
             known_brokers=[broker.name for broker in scenario.brokers],
         )

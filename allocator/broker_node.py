@@ -78,7 +78,6 @@ class BrokerNode:
         settings: NodeSettings,
         *,
         incarnation: int = 0,
-        now_s: float = 0.0,
         group_names: dict[int, str] | None = None,
         known_brokers: Iterable[str] | None = None,
     ):
@@ -105,7 +104,7 @@ class BrokerNode:
         self._buckets = [
             TokenBucketArray(np.full(n_groups, np.inf), capacity=np.full(n_groups, np.inf)) for _ in settings.dimensions
         ]
-        self._last_admit_s = now_s - settings.interval_s  # the first round covers one interval
+        self._last_admit_s: float | None = None  # the first round covers one interval
         self._seq = 0
         self._named = np.zeros(len(self.group_ids), dtype=bool)  # groups whose name was sent already
         self._bytes_dimension = np.array([dim in BYTES_DIMENSIONS for dim in settings.dimensions])
@@ -126,7 +125,7 @@ class BrokerNode:
         dimension decides what is admitted. A group that starts being served begins at the policy's
         initial limit.
         """
-        dt = max(now_s - self._last_admit_s, 1e-9)
+        dt = self.settings.interval_s if self._last_admit_s is None else max(now_s - self._last_admit_s, 1e-9)
         self._last_admit_s = now_s
         demand_msgs_per_s = np.clip(np.asarray(demand_msgs_per_s, dtype=np.float64), 0.0, None)
         starting = (demand_msgs_per_s > 0) & ~self.serving
@@ -240,7 +239,7 @@ class BrokerNode:
 
     def _apply_limits(self) -> None:
         """Buckets hold one interval of tokens: the fluid model admits a round's traffic at once."""
-        now_ns = int(self._last_admit_s * 1e9)
+        now_ns = int((self._last_admit_s or 0.0) * 1e9)
         for index, bucket in enumerate(self._buckets):
             rate = np.where(self.serving, self.limit[:, index], np.inf)
             bucket.set_rate(rate, now_ns, capacity=rate * self.settings.interval_s)

@@ -18,12 +18,12 @@ MSGS_BYTES = ("publish_msgs_per_s", "publish_bytes_per_s")
 T0 = 1000.0  # virtual clocks start from a positive base
 
 
-def node(name, quota, *, groups=None, dimensions=MSGS, now_s=T0, **settings_kw) -> BrokerNode:
+def node(name, quota, *, groups=None, dimensions=MSGS, **settings_kw) -> BrokerNode:
     quota = np.asarray(quota, dtype=np.float64)
     quota = quota.reshape(-1, len(dimensions))
     groups = np.arange(1, len(quota) + 1) if groups is None else np.asarray(groups)
     kw = {"threshold_pct": 0.0} | settings_kw
-    return BrokerNode(name, groups, quota, NodeSettings(dimensions=dimensions, **kw), now_s=now_s)
+    return BrokerNode(name, groups, quota, NodeSettings(dimensions=dimensions, **kw))
 
 
 def payloads(outbox) -> list[bytes]:
@@ -206,7 +206,7 @@ def test_a_signature_made_with_another_key_is_rejected():
 
 
 def test_a_report_from_an_unknown_broker_is_rejected_when_the_cluster_is_known():
-    b = BrokerNode("b", np.array([1]), np.array([[100.0]]), NodeSettings(MSGS), now_s=T0, known_brokers=["b", "c"])
+    b = BrokerNode("b", np.array([1]), np.array([[100.0]]), NodeSettings(MSGS), known_brokers=["b", "c"])
     assert b.receive([_valid_payload()], T0).rejected == 1  # the sender is "a"
 
 
@@ -223,7 +223,7 @@ def test_a_restarted_broker_replaces_what_its_old_incarnation_reported():
     b = node("b", [[100.0]] * 2)
     old = node("a", [[100.0]] * 2)
     b.receive(payloads(old.build_reports(old.admit(np.array([10.0, 20.0]), np.full(2, 100.0), T0), T0)), T0)
-    new = BrokerNode("a", np.array([1, 2]), np.full((2, 1), 100.0), NodeSettings(MSGS), incarnation=1, now_s=T0 + 1)
+    new = BrokerNode("a", np.array([1, 2]), np.full((2, 1), 100.0), NodeSettings(MSGS), incarnation=1)
     b.receive(payloads(new.build_reports(new.admit(np.array([5.0, 0.0]), np.full(2, 100.0), T0 + 1), T0 + 1)), T0 + 1)
     assert usage_of(b, "a", 1) == (True, pytest.approx([5.0]))
     assert not usage_of(b, "a", 2)[0]  # the new incarnation does not serve it: the old entry is void
@@ -248,7 +248,7 @@ def test_cleanup_removes_dead_brokers_and_expires_silent_ones():
 
 def test_a_dead_older_incarnation_does_not_remove_the_live_one():
     b = node("b", [100.0])
-    a = BrokerNode("a", np.array([1]), np.array([[100.0]]), NodeSettings(MSGS), incarnation=2, now_s=T0)
+    a = BrokerNode("a", np.array([1]), np.array([[100.0]]), NodeSettings(MSGS), incarnation=2)
     b.receive(payloads(a.build_reports(a.admit(np.array([10.0]), np.array([100.0]), T0), T0)), T0)
     assert b.cleanup(T0, dead=[("a", 1)]) == 0
     assert usage_of(b, "a", 1)[0]
@@ -340,7 +340,7 @@ def test_reported_demand_gives_fair_share_the_exact_max_min_split():
 def test_the_report_header_carries_incarnation_sequence_and_publish_time():
     a = BrokerNode(
         "a", np.array([1, 2]), np.full((2, 1), 100.0), NodeSettings(MSGS, interval_s=0.5, threshold_pct=0.0),
-        incarnation=3, now_s=T0, group_names={1: "tenant/ns-1", 2: "tenant/ns-2"},
+        incarnation=3, group_names={1: "tenant/ns-1", 2: "tenant/ns-2"},
     )  # fmt: skip
     seqs = []
     for round_index, demand in enumerate(([10.0, 0.0], [10.0, 0.0], [10.0, 5.0], [11.0, 5.0])):

@@ -51,7 +51,7 @@ def simulate(policy, phases, *, quota=QUOTA, loss=0.0, seed=0, **settings_kw) ->
     node_settings = NodeSettings(
         dimensions=("publish_msgs_per_s",), policy=policy, **({"threshold_pct": 0.0} | settings_kw)
     )
-    nodes = [BrokerNode(f"b{i}", np.array([1]), np.array([[quota]]), node_settings, now_s=T0) for i in range(n_brokers)]
+    nodes = [BrokerNode(f"b{i}", np.array([1]), np.array([[quota]]), node_settings) for i in range(n_brokers)]
     rng = np.random.default_rng(seed)
     usage, limit, expired, now = [], [], 0, T0
     for rounds, demand in phases:

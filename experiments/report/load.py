@@ -12,56 +12,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from actors.telemetry import SCHEMAS
 from experiments.cli import UserError
 
-ROUNDS_SCHEMA = T.StructType(
-    [
-        T.StructField("run_id", T.StringType()),
-        T.StructField("round", T.IntegerType()),
-        T.StructField("t_s", T.DoubleType()),
-        T.StructField("broker", T.StringType()),
-        T.StructField("group", T.StringType()),
-        T.StructField("dimension", T.StringType()),
-        T.StructField("quota", T.DoubleType()),
-        T.StructField("limit", T.DoubleType()),
-        T.StructField("usage", T.DoubleType()),
-        T.StructField("demand", T.DoubleType()),
-        T.StructField("throttled_s", T.DoubleType()),
-        T.StructField("view_brokers", T.IntegerType()),
-        T.StructField("reported", T.BooleanType()),
-        T.StructField("report_bytes", T.DoubleType()),
-        T.StructField("incarnation", T.IntegerType()),
-    ]
-)
-MESSAGES_SCHEMA = T.StructType(
-    [
-        T.StructField("run_id", T.StringType()),
-        T.StructField("round", T.IntegerType()),
-        T.StructField("t_s", T.DoubleType()),
-        T.StructField("broker", T.StringType()),
-        T.StructField("bytes_published", T.LongType()),
-        T.StructField("bytes_delivered", T.LongType()),
-        T.StructField("reports_sent", T.IntegerType()),
-        T.StructField("reports_suppressed", T.IntegerType()),
-        T.StructField("deliveries_dropped", T.IntegerType()),
-        T.StructField("reports_rejected", T.IntegerType()),
-    ]
-)
-EVENTS_SCHEMA = T.StructType(
-    [
-        T.StructField("run_id", T.StringType()),
-        T.StructField("round", T.IntegerType()),
-        T.StructField("t_s", T.DoubleType()),
-        T.StructField("kind", T.StringType()),
-        T.StructField("target", T.StringType()),
-        T.StructField("detail", T.StringType()),
-    ]
-)
+SPARK_TYPES = {
+    pa.string(): T.StringType(),
+    pa.int32(): T.IntegerType(),
+    pa.int64(): T.LongType(),
+    pa.float64(): T.DoubleType(),
+    pa.bool_(): T.BooleanType(),
+}
+
+
+def spark_schema(arrow_schema: pa.Schema) -> T.StructType:
+    """The Spark schema of a telemetry table, derived from the one the runtime writes (one definition)."""
+    return T.StructType([T.StructField(field.name, SPARK_TYPES[field.type]) for field in arrow_schema])
+
+
+ROUNDS_SCHEMA = spark_schema(SCHEMAS["rounds"])
+MESSAGES_SCHEMA = spark_schema(SCHEMAS["messages"])
+EVENTS_SCHEMA = spark_schema(SCHEMAS["events"])
 TABLES = {"rounds": ROUNDS_SCHEMA, "messages": MESSAGES_SCHEMA, "events": EVENTS_SCHEMA}
 
 

@@ -11,54 +11,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from actors.telemetry import SCHEMAS
 from experiments.report.load import EVENTS_SCHEMA, MESSAGES_SCHEMA, ROUNDS_SCHEMA
-
-# The Parquet types the runtime writes (docs/architecture.md, "Telemetry tables").
-ARROW_SCHEMAS = {
-    "rounds": pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("round", pa.int32()),
-            ("t_s", pa.float64()),
-            ("broker", pa.string()),
-            ("group", pa.string()),
-            ("dimension", pa.string()),
-            ("quota", pa.float64()),
-            ("limit", pa.float64()),
-            ("usage", pa.float64()),
-            ("demand", pa.float64()),
-            ("throttled_s", pa.float64()),
-            ("view_brokers", pa.int32()),
-            ("reported", pa.bool_()),
-            ("report_bytes", pa.float64()),
-            ("incarnation", pa.int32()),
-        ]
-    ),
-    "messages": pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("round", pa.int32()),
-            ("t_s", pa.float64()),
-            ("broker", pa.string()),
-            ("bytes_published", pa.int64()),
-            ("bytes_delivered", pa.int64()),
-            ("reports_sent", pa.int32()),
-            ("reports_suppressed", pa.int32()),
-            ("deliveries_dropped", pa.int32()),
-            ("reports_rejected", pa.int32()),
-        ]
-    ),
-    "events": pa.schema(
-        [
-            ("run_id", pa.string()),
-            ("round", pa.int32()),
-            ("t_s", pa.float64()),
-            ("kind", pa.string()),
-            ("target", pa.string()),
-            ("detail", pa.string()),
-        ]
-    ),
-}
 
 
 def rounds_row(
@@ -149,7 +103,7 @@ def write_run(
         half = len(rows) // 2
         for index, part in enumerate((rows[:half], rows[half:])):
             if part:
-                table = pa.Table.from_pylist(part, schema=ARROW_SCHEMAS[name])
+                table = pa.Table.from_pylist(part, schema=SCHEMAS[name])
                 pq.write_table(table, table_dir / f"part-{index:05d}.parquet")
     manifest = {
         "run_id": run_id,

@@ -30,28 +30,19 @@ Run from the repository root: `python benchmarks/bench_allocator.py` (prints a t
 from __future__ import annotations
 
 import ctypes
-import json
 import multiprocessing
 import os
-import platform
-import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from datetime import UTC, datetime
-from importlib.metadata import version
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: make the repository importable
-    sys.path.insert(0, str(ROOT))
+import numpy as np
+from common import environment, load_since, loadavg_1m, results_path, save_results
 
-import numpy as np  # noqa: E402
+from allocator import policies
+from allocator.broker_node import BrokerNode, NodeSettings
 
-from allocator import policies  # noqa: E402
-from allocator.broker_node import BrokerNode, NodeSettings  # noqa: E402
-
-RESULTS = ROOT / "benchmarks" / "results" / "allocator.json"
+RESULTS = results_path("allocator")
 GROUPS = 5_000
 BROKERS = 5
 QUOTA = 1_000.0
@@ -133,7 +124,6 @@ class _Cluster:
                 rng.permutation(group_ids),  # each broker lists its groups in its own order
                 np.full(groups, QUOTA),
                 settings,
-                now_s=0.0,
                 group_names={int(g): f"tenant-{g // 100:04d}/ns-{g:06d}" for g in group_ids},
                 known_brokers=names,
             )
@@ -264,24 +254,20 @@ def measure(mode: str, step_repeats: int, round_repeats: int) -> dict:
 
 def run(step_repeats: int = 500, round_repeats: int = 60) -> dict:
     """Each malloc mode in a fresh child process, `fresh` first."""
-    load_before = os.getloadavg()
+    load_before = loadavg_1m()
     modes = {}
     context = multiprocessing.get_context("spawn")
     for mode in MALLOC_THRESHOLDS:
         with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
             modes[mode] = pool.submit(measure, mode, step_repeats, round_repeats).result()
-    load_after = os.getloadavg()
     return {
         "groups": GROUPS,
         "brokers": BROKERS,
         "malloc": modes,
         "targets": {"step_ms": STEP_TARGET_MS, "round_ms": ROUND_TARGET_MS, "step_policies": list(TARGET_POLICIES)},
-        "loadavg_1m": {"before": load_before[0], "after": load_after[0]},
+        "loadavg_1m": load_since(load_before),
         "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "machine": platform.platform(),
-        "versions": {pkg: version(pkg) for pkg in ("numpy", "msgpack")},
-        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        **environment("numpy", "msgpack"),
     }
 
 
@@ -329,8 +315,4 @@ def _table(result: dict) -> str:
 
 if __name__ == "__main__":
     result = run()
-    print(f"Python {result['python']}, numpy {result['versions']['numpy']}")
-    print(_table(result))
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"saved {RESULTS.relative_to(ROOT)}")
+    save_results(RESULTS, result, f"Python {result['python']}, numpy {result['versions']['numpy']}", _table(result))

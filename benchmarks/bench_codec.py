@@ -16,24 +16,15 @@ Run from the repository root: `python benchmarks/bench_codec.py` (prints tables,
 
 from __future__ import annotations
 
-import json
-import platform
-import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
-from importlib.metadata import version
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: make the repository importable
-    sys.path.insert(0, str(ROOT))
+import numpy as np
+from common import environment, results_path, save_results
 
-import numpy as np  # noqa: E402
+from allocator.codec import DIMENSIONS, UsageReport, decode_report, encode_report
 
-from allocator.codec import DIMENSIONS, UsageReport, decode_report, encode_report  # noqa: E402
-
-RESULTS = ROOT / "benchmarks" / "results" / "codec.json"
+RESULTS = results_path("codec")
 GROUPS = 5_000
 CATALOGUE = 100_000
 NAME_BYTES = 80
@@ -161,10 +152,7 @@ def run(groups: int = GROUPS, repeats: int = 5) -> dict:
             "delivered_bytes": report_bytes * PIP82_BROKERS * (PIP82_BROKERS - 1),
         },
         "repeats": repeats,
-        "python": platform.python_version(),
-        "machine": platform.platform(),
-        "versions": {pkg: version(pkg) for pkg in ("numpy", "msgpack")},
-        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        **environment("numpy", "msgpack"),
     }
 
 
@@ -201,8 +189,4 @@ def _table(result: dict) -> str:
 
 if __name__ == "__main__":
     result = run()
-    print(f"Python {result['python']}, best of {result['repeats']}")
-    print(_table(result))
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"saved {RESULTS.relative_to(ROOT)}")
+    save_results(RESULTS, result, f"Python {result['python']}, best of {result['repeats']}", _table(result))

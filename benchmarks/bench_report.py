@@ -17,26 +17,22 @@ from __future__ import annotations
 import json
 import os
 import platform
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: make the repository importable
-    sys.path.insert(0, str(ROOT))
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from common import loadavg_1m, results_path, save_results
 
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
+from allocator.waterfill import max_min_fair
+from experiments.report import build_report
+from experiments.report.session import spark_session
 
-from allocator.waterfill import max_min_fair  # noqa: E402
-from experiments.report import build_report  # noqa: E402
-from experiments.report.session import spark_session  # noqa: E402
-
-RESULTS = ROOT / "benchmarks" / "results" / "report.json"
+RESULTS = results_path("report")
 MASTER = "local[2]"
 BROKERS, GROUPS, ROUNDS = 20, 250, 200
 QUOTA = 1_000.0
@@ -151,7 +147,7 @@ def run() -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-report-") as scratch:
         run_dir = Path(scratch) / "bench-run"
         rows = write_synthetic_run(run_dir)
-        load_before = os.getloadavg()[0]
+        load_before = loadavg_1m()
         start = time.perf_counter()
         spark = spark_session(MASTER)
         session_s = time.perf_counter() - start
@@ -172,8 +168,7 @@ def run() -> dict:
         "pyspark": version("pyspark"),
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    save_results(RESULTS, result, announce=False)
     print(
         f"{rows:,} rounds rows on {MASTER}: report {report_s:.1f} s "
         f"({result['seconds_per_million_rows']} s per million rows); session start {session_s:.1f} s; "

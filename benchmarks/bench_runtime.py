@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import signal
 import subprocess
@@ -39,26 +38,21 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import UTC, datetime
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: make the repository importable
-    sys.path.insert(0, str(ROOT))
+import numpy as np
+import pyarrow.dataset as ds
+from common import ROOT, environment, load_since, loadavg_1m, results_path, save_results
 
-import numpy as np  # noqa: E402
-import pyarrow.dataset as ds  # noqa: E402
+from actors.backends import make_backend
+from actors.config import Scenario
+from actors.lockstep import run_lockstep
+from actors.realtime import run_realtime
+from actors.telemetry import TelemetryWriter
+from experiments.scenario import load_scenario, parse_scenario
 
-from actors.backends import make_backend  # noqa: E402
-from actors.config import Scenario  # noqa: E402
-from actors.lockstep import run_lockstep  # noqa: E402
-from actors.realtime import run_realtime  # noqa: E402
-from actors.telemetry import TelemetryWriter  # noqa: E402
-from experiments.scenario import load_scenario, parse_scenario  # noqa: E402
-
-RESULTS = ROOT / "benchmarks" / "results" / "runtime.json"
+RESULTS = results_path("runtime")
 SCALE_SCENARIO = ROOT / "experiments" / "scenarios" / "scale-pip82.yaml"
 RAY_TARGET_ROUNDS_PER_S = 10.0
 PIP82_PUBLISHED_BYTES = 56e6  # PIP-82's estimate per round: 100 brokers x 5,000 namespaces
@@ -125,17 +119,25 @@ def _message_bytes(run_dir: Path, by_round: bool = False) -> dict[str, Any]:
     return out
 
 
+def _stamped_lockstep(
+    directory: str, scenario: Scenario, backend: Any, by_round: bool = False
+) -> tuple[float, list[float], dict[str, Any]]:
+    """A lockstep run with telemetry in `directory`: its start, each round's end (`time.perf_counter`), and
+    the bytes of its `messages` table (`_message_bytes`)."""
+    stamps: list[float] = []
+    writer = _writer(directory, scenario)
+    start = time.perf_counter()
+    try:
+        run_lockstep(scenario, backend, writer, on_round=lambda _: stamps.append(time.perf_counter()))
+    finally:
+        writer.close("complete")
+    return start, stamps, _message_bytes(writer.run_dir, by_round=by_round)
+
+
 def lockstep_rate(scenario: Scenario, backend: Any, warmup: int) -> dict:
     """Rounds per second of a lockstep run over the rounds after `warmup` (telemetry written to a temp dir)."""
-    stamps: list[float] = []
     with tempfile.TemporaryDirectory(prefix="quotalab-bench-") as directory:
-        writer = _writer(directory, scenario)
-        start = time.perf_counter()
-        try:
-            run_lockstep(scenario, backend, writer, on_round=lambda _: stamps.append(time.perf_counter()))
-        finally:
-            writer.close("complete")
-        message_bytes = _message_bytes(writer.run_dir)
+        start, stamps, message_bytes = _stamped_lockstep(directory, scenario, backend)
     timed = len(stamps) - warmup
     seconds = np.diff([stamps[warmup - 1], *stamps[warmup:]]) if warmup else np.diff([start, *stamps])
     return {
@@ -181,7 +183,7 @@ def cluster_benchmarks(
     """Lockstep rounds/s and realtime lag on each backend (one Ray session for both Ray measurements)."""
     results: dict[str, dict] = {}
     for name in backends:
-        load = os.getloadavg()[0]
+        load = loadavg_1m()
         start = time.perf_counter()
         backend = make_backend(name)
         startup_s = time.perf_counter() - start
@@ -210,7 +212,7 @@ def cluster_benchmarks(
             "startup_s": startup_s,
             "lockstep": lockstep,
             "realtime": realtime,
-            "loadavg_1m": {"before": load, "after": os.getloadavg()[0]},
+            "loadavg_1m": load_since(load),
         }
     out: dict[str, Any] = {
         "brokers": brokers,
@@ -289,15 +291,8 @@ def scale_child(backend_name: str, rounds: int) -> dict:
     start = time.perf_counter()
     backend = make_backend(backend_name)
     startup_s = time.perf_counter() - start
-    stamps: list[float] = []
     with tempfile.TemporaryDirectory(prefix="quotalab-bench-scale-") as directory, _RssSampler() as sampler:
-        writer = _writer(directory, scenario)
-        start = time.perf_counter()
-        try:
-            run_lockstep(scenario, backend, writer, on_round=lambda _: stamps.append(time.perf_counter()))
-        finally:
-            writer.close("complete")
-        message_bytes = _message_bytes(writer.run_dir, by_round=True)
+        start, stamps, message_bytes = _stamped_lockstep(directory, scenario, backend, by_round=True)
     round_s = np.diff([start, *stamps])
     result = {
         "backend": backend_name,
@@ -326,7 +321,7 @@ def scale(backends: tuple[str, ...] = ("local", "ray"), rounds: int = 3, timeout
     """Each backend's scale run in a child process, stopped (its whole process group) after `timeout_s`."""
     results: dict[str, dict] = {}
     for name in backends:
-        load = os.getloadavg()[0]
+        load = loadavg_1m()
         command = [sys.executable, str(Path(__file__).resolve()), "--scale-child", name, "--rounds", str(rounds)]
         start = time.perf_counter()
         child = subprocess.Popen(
@@ -347,7 +342,7 @@ def scale(backends: tuple[str, ...] = ("local", "ray"), rounds: int = 3, timeout
         result = json.loads(stdout.strip().splitlines()[-1])
         result["status"] = "complete"
         result["wall_s"] = elapsed
-        result["loadavg_1m"] = {"before": load, "after": os.getloadavg()[0]}
+        result["loadavg_1m"] = load_since(load)
         result["vs_pip82"] = {
             "published_ratio": result["bytes"]["published_per_round"] / PIP82_PUBLISHED_BYTES,
             "delivered_ratio": result["bytes"]["delivered_per_round"] / PIP82_CONSUMED_BYTES,
@@ -370,13 +365,8 @@ def run(
         "cluster": cluster_benchmarks(backends),
         "scale": scale(backends, scale_rounds, scale_timeout_s) if with_scale else None,
         "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "machine": platform.platform(),
-        "versions": {pkg: version(pkg) for pkg in ("numpy", "pyarrow", "msgpack")},
-        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        **environment("numpy", "pyarrow", "msgpack", *(("ray",) if "ray" in backends else ())),
     }
-    if "ray" in backends:
-        result["versions"]["ray"] = version("ray")
     return result
 
 
@@ -451,8 +441,4 @@ if __name__ == "__main__":
         sys.exit(0)
     chosen = ("local",) if args.no_ray else ("local", "ray")
     result = run(chosen, with_scale=not args.no_scale, scale_rounds=args.rounds, scale_timeout_s=args.scale_timeout)
-    print(f"Python {result['python']}, {result['cpus']} CPUs")
-    print(_table(result))
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"saved {RESULTS.relative_to(ROOT)}")
+    save_results(RESULTS, result, f"Python {result['python']}, {result['cpus']} CPUs", _table(result))

@@ -17,31 +17,23 @@ Run from the repository root: `python benchmarks/bench_sweep.py` (writes `benchm
 
 from __future__ import annotations
 
-import json
 import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
-from datetime import UTC, datetime
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: make the repository importable
-    sys.path.insert(0, str(ROOT))
+import yaml
+from common import environment, load_since, loadavg_1m, results_path, save_results
 
-import yaml  # noqa: E402
+from experiments.report.session import spark_session
+from experiments.sweep.execute import execute_sweep
+from experiments.sweep.expand import plan_sweep
+from experiments.sweep.results import build_results
+from experiments.sweep.spec import load_sweep
 
-from experiments.report.session import spark_session  # noqa: E402
-from experiments.sweep.execute import execute_sweep  # noqa: E402
-from experiments.sweep.expand import plan_sweep  # noqa: E402
-from experiments.sweep.results import build_results  # noqa: E402
-from experiments.sweep.spec import load_sweep  # noqa: E402
-
-RESULTS = ROOT / "benchmarks" / "results" / "sweep.json"
+RESULTS = results_path("sweep")
 MASTER = "local[2]"
 BROKERS, ROUNDS = 8, 60
 STEAL_FRACTIONS = [0.1, 0.3, 0.5, 0.7, 0.9]
@@ -92,7 +84,7 @@ def write_sweep(folder: Path, seeds: int) -> Path:
 
 def run(seeds: int = 4, max_parallel: int | None = None) -> dict[str, Any]:
     """Run the sweep once in a temporary folder and return the timings (see the module docstring)."""
-    load_before = os.getloadavg()[0]
+    load_before = loadavg_1m()
     with tempfile.TemporaryDirectory(prefix="bench-sweep-") as folder:
         out = Path(folder) / "out"
         start = time.perf_counter()
@@ -134,11 +126,8 @@ def run(seeds: int = 4, max_parallel: int | None = None) -> dict[str, Any]:
         "resume_skipped": len(resume.skipped),
         "best": results.summary["best"]["overrides"],
         "pareto_front": len(results.summary["pareto"]),
-        "loadavg_1m": {"before": load_before, "after": os.getloadavg()[0]},
-        "python": platform.python_version(),
-        "machine": platform.platform(),
-        "versions": {pkg: version(pkg) for pkg in ("ray", "pyspark", "pandas")},
-        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "loadavg_1m": load_since(load_before),
+        **environment("ray", "pyspark", "pandas"),
     }
 
 
@@ -156,6 +145,4 @@ if __name__ == "__main__":
     )
     print(f"  resume of the complete sweep: {result['resume_s']:.2f} s ({result['resume_skipped']} runs skipped)")
     print(f"  best: {result['best']}, {result['pareto_front']} on the Pareto front")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"saved {RESULTS.relative_to(ROOT)}")
+    save_results(RESULTS, result)

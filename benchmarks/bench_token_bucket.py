@@ -18,30 +18,21 @@ Run from the repository root: `python benchmarks/bench_token_bucket.py` (prints 
 
 from __future__ import annotations
 
-import json
-import platform
-import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
-from importlib.metadata import version
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: make the repository importable
-    sys.path.insert(0, str(ROOT))
+import numpy as np
+from common import environment, results_path, save_results
+from limits import RateLimitItemPerSecond
+from limits.storage import MemoryStorage
+from limits.strategies import FixedWindowRateLimiter, MovingWindowRateLimiter
+from pyrate_limiter import Duration, InMemoryBucket, Limiter, Rate, StateBucket
+from pyrate_limiter import TokenBucket as PyrateTokenBucket
 
-import numpy as np  # noqa: E402
-from limits import RateLimitItemPerSecond  # noqa: E402
-from limits.storage import MemoryStorage  # noqa: E402
-from limits.strategies import FixedWindowRateLimiter, MovingWindowRateLimiter  # noqa: E402
-from pyrate_limiter import Duration, InMemoryBucket, Limiter, Rate, StateBucket  # noqa: E402
-from pyrate_limiter import TokenBucket as PyrateTokenBucket  # noqa: E402
+from allocator.bucket_array import TokenBucketArray
+from allocator.token_bucket import TokenBucket
 
-from allocator.bucket_array import TokenBucketArray  # noqa: E402
-from allocator.token_bucket import TokenBucket  # noqa: E402
-
-RESULTS = ROOT / "benchmarks" / "results" / "token_bucket.json"
+RESULTS = results_path("token_bucket")
 GENEROUS = 10**12  # per second: nobody is ever refused or made to wait
 
 
@@ -130,10 +121,7 @@ def run(calls: int = 200_000, repeats: int = 5, groups: int = 5_000, array_calls
         "ops_per_s": ops,
         "speedup": {name: ours / value for name, value in ops.items()},
         "array": _time_array(groups, array_calls, repeats),
-        "python": platform.python_version(),
-        "machine": platform.platform(),
-        "versions": {pkg: version(pkg) for pkg in ("numpy", "pyrate-limiter", "limits")},
-        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        **environment("numpy", "pyrate-limiter", "limits"),
     }
 
 
@@ -151,8 +139,5 @@ def _table(result: dict) -> str:
 
 if __name__ == "__main__":
     result = run()
-    print(f"{result['calls']:,} calls each, best of {result['repeats']}, Python {result['python']}")
-    print(_table(result))
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"saved {RESULTS.relative_to(ROOT)}")
+    headline = f"{result['calls']:,} calls each, best of {result['repeats']}, Python {result['python']}"
+    save_results(RESULTS, result, headline, _table(result))

@@ -62,8 +62,8 @@ from experiments.cli import UserError
 UNLIMITED = "unlimited"  # the spelling of an unlimited quota (stored as -1.0)
 
 
-class ScenarioError(UserError):
-    """An invalid scenario: `source: key: problem` on one line (the key is '' for file-level problems)."""
+class LocatedError(UserError):
+    """A problem at one key of an input file: `source: key: problem` on one line (empty parts left out)."""
 
     def __init__(self, source: str, key: str, problem: str) -> None:
         super().__init__(": ".join(part for part in (source, key, problem) if part))
@@ -72,8 +72,12 @@ class ScenarioError(UserError):
         self.problem = problem
 
     def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
-        # Exceptions pickle their `args` (the one message); sweeps raise this inside Ray tasks.
-        return (ScenarioError, (self.source, self.key, self.problem))
+        # Exceptions pickle their `args` (the one message); sweeps raise these inside Ray tasks.
+        return (type(self), (self.source, self.key, self.problem))
+
+
+class ScenarioError(LocatedError):
+    """An invalid scenario: `source: key: problem` on one line (the key is '' for file-level problems)."""
 
 
 def load_scenario(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Scenario:

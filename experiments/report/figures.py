@@ -69,7 +69,7 @@ def group_figure(rounds: pd.DataFrame, limits: pd.DataFrame, events: pd.DataFram
     jain.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     _mark_events(rates, events, label=True)
     _mark_events(jain, events, label=False)
-    return _png(figure)
+    return png_base64(figure)
 
 
 def bandwidth_figure(bandwidth: pd.DataFrame, events: pd.DataFrame) -> str:
@@ -87,7 +87,7 @@ def bandwidth_figure(bandwidth: pd.DataFrame, events: pd.DataFrame) -> str:
     reports.legend(fontsize=7, loc="upper left")
     _mark_events(volume, events, label=True)
     _mark_events(reports, events, label=False)
-    return _png(figure)
+    return png_base64(figure)
 
 
 def comparison_figure(runs: list[dict[str, Any]]) -> str:
@@ -106,7 +106,7 @@ def comparison_figure(runs: list[dict[str, Any]]) -> str:
         axes.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=8)
         axes.set_title(title, fontsize=10)
         axes.set_ylabel(ylabel)
-    return _png(figure)
+    return png_base64(figure)
 
 
 def _mark_events(axes: Axes, events: pd.DataFrame, *, label: bool) -> None:
@@ -137,7 +137,8 @@ def _percent(value: float | None) -> float | None:
     return None if value is None else 100.0 * value
 
 
-def _png(figure: Figure) -> str:
+def png_base64(figure: Figure) -> str:
+    """The figure as a PNG (90 dpi), base64-encoded for an inline <img>."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=90)
     return base64.b64encode(buffer.getvalue()).decode("ascii")

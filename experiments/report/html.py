@@ -86,8 +86,8 @@ def _comparison(runs: list[dict[str, Any]], manifests: dict[str, dict[str, Any]]
         '<p class="note">Scores pooled over each run\'s groups: the worst peak overshoot; utilization, Jain and '
         "fairness error averaged over groups (each a mean over the last quarter of the run); rounds to converge "
         "averaged over the events that converged.</p>"
-        + _table(header, rows, text_columns=4)
-        + _img(figures.comparison_figure(runs), "convergence, overshoot, fairness and bandwidth per run")
+        + html_table(header, rows, text_columns=4)
+        + img_tag(figures.comparison_figure(runs), "convergence, overshoot, fairness and bandwidth per run")
     )
 
 
@@ -133,15 +133,15 @@ def _run_section(run: dict[str, Any], results: Results, limits: pd.DataFrame) ->
     ]
     parts = [
         f"<h2>Run {escape(run_id)}</h2>",
-        _table(["", "value"], facts, text_columns=2),
+        html_table(["", "value"], facts, text_columns=2),
         "<h3>Bandwidth</h3>",
-        _img(
+        img_tag(
             figures.bandwidth_figure(results.bandwidth[results.bandwidth["run_id"] == run_id], events),
             f"bytes and reports per round, run {run_id}",
         ),
         "<h3>Groups</h3>",
         '<p class="note">Utilization, Jain and fairness error: means over the last quarter of the run.</p>',
-        _table(group_header, group_rows, text_columns=2),
+        html_table(group_header, group_rows, text_columns=2),
     ]
     shown = figures.figure_groups(run)
     if shown:
@@ -154,7 +154,7 @@ def _run_section(run: dict[str, Any], results: Results, limits: pd.DataFrame) ->
         rounds = results.per_round[_matches(results.per_round, key)]
         parts.append(f"<h3>{escape(group)} &middot; {escape(dimension)}</h3>")
         parts.append(
-            _img(
+            img_tag(
                 figures.group_figure(rounds, limits[_matches(limits, key)], events[_matches(events, key)], dimension),
                 f"quota, usage, limits and Jain's index over time for {group}",
             )
@@ -210,8 +210,9 @@ def _matches(frame: pd.DataFrame, key: tuple[str, str, str]) -> pd.Series:
     return (frame["run_id"] == run_id) & (frame["group"] == group) & (frame["dimension"] == dimension)
 
 
-def _table(header: list[str], rows: list[list[Any]], text_columns: int) -> str:
-    """A table whose first `text_columns` columns are left-aligned text and the rest right-aligned numbers."""
+def html_table(header: list[str], rows: list[list[Any]], text_columns: int) -> str:
+    """A table whose first `text_columns` columns are left-aligned text and the rest right-aligned numbers
+    (`None` shown as an empty cell)."""
 
     def cell(index: int, value: Any) -> str:
         css = ' class="text"' if index < text_columns else ""
@@ -222,7 +223,8 @@ def _table(header: list[str], rows: list[list[Any]], text_columns: int) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _img(png_base64: str, alt: str) -> str:
+def img_tag(png_base64: str, alt: str) -> str:
+    """An inline <img> of a base64 PNG (`figures.png_base64`), so the page needs no other file."""
     return f'<img src="data:image/png;base64,{png_base64}" alt="{escape(alt)}">'
 
 

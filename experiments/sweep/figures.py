@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import base64
-import io
 import itertools
 import json
 from typing import Any
@@ -13,6 +11,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from experiments.report.figures import png_base64
 from experiments.sweep.spec import Objective
 
 MAX_PARETO_PANELS = 6  # pairs of objectives drawn: all pairs of the first four objectives
@@ -51,7 +50,7 @@ def pareto_figure(table: pd.DataFrame, objective: Objective) -> str:
     for axes in axes_grid[len(pairs) :]:
         axes.set_visible(False)
     axes_grid[0].legend(fontsize=7)
-    return _png(figure)
+    return png_base64(figure)
 
 
 def effect_figure(effects: pd.DataFrame, parameter: str, objective: Objective) -> str:
@@ -71,7 +70,7 @@ def effect_figure(effects: pd.DataFrame, parameter: str, objective: Objective) -
             axes.set_xticks(x, [_short(values[i]) for i in order], rotation=20, ha="right", fontsize=8)
         axes.set_xlabel(parameter, fontsize=8)
         axes.set_title(_label(name, objective), fontsize=9)
-    return _png(figure)
+    return png_base64(figure)
 
 
 def _label(name: str, objective: Objective) -> str:
@@ -81,9 +80,3 @@ def _label(name: str, objective: Objective) -> str:
 def _short(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value)
     return text if len(text) <= 24 else text[:21] + "..."
-
-
-def _png(figure: Figure) -> str:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=90)
-    return base64.b64encode(buffer.getvalue()).decode("ascii")

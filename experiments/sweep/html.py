@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from experiments.report.html import STYLE
+from experiments.report.html import STYLE, html_table, img_tag
 from experiments.sweep import figures
 from experiments.sweep.metrics import METRICS
 from experiments.sweep.rank import RANKING_RULE, Ranking
@@ -38,7 +38,7 @@ def render_sweep(summary: dict[str, Any], ranking: Ranking, objective: Objective
         f"<h1>Sweep {escape(summary['name'])}</h1>",
         f'<p class="note">Generated {generated}. All numbers in sweep.json and ranking.csv next to this page; '
         "per-run metrics in runs.csv.</p>",
-        _table(["", "value"], facts, text_columns=2),
+        html_table(["", "value"], facts, text_columns=2),
         "<h2>Best configuration</h2>",
         f'<p class="note">Rank 1 of {len(summary["ranked"])}. Paste into the base scenario:</p>',
         f"<pre>{escape(summary['best']['fragment'])}</pre>",
@@ -49,17 +49,19 @@ def render_sweep(summary: dict[str, Any], ranking: Ranking, objective: Objective
         '<p class="note">A configuration is on the front when no other is at least as good on every objective and '
         "strictly better on one (means over seeds, over all the objectives, so a front point may look beaten in one "
         "panel's pair). Labels: configuration numbers.</p>",
-        _img(figures.pareto_figure(ranking.table, objective), "objectives of every configuration, front highlighted"),
+        img_tag(
+            figures.pareto_figure(ranking.table, objective), "objectives of every configuration, front highlighted"
+        ),
         "<h2>Effect of each parameter</h2>",
         '<p class="note">Mean &plusmn; std of each objective over every run with that value of the parameter '
         "(pooled over the other parameters and the seeds).</p>",
     ]
     for parameter in parameters:
         parts.append(f"<h3>{escape(parameter)}</h3>")
-        parts.append(_img(figures.effect_figure(ranking.effects, parameter, objective), f"effect of {parameter}"))
+        parts.append(img_tag(figures.effect_figure(ranking.effects, parameter, objective), f"effect of {parameter}"))
     if runs["failed"]:
         parts.append("<h2>Failed runs</h2>")
-        parts.append(_table(["run", "error"], [[k, v] for k, v in runs["failed"].items()], text_columns=2))
+        parts.append(html_table(["run", "error"], [[k, v] for k, v in runs["failed"].items()], text_columns=2))
     metric_items = "".join(f"<dt>{escape(name)}</dt><dd>{escape(text)}</dd>" for name, text in METRICS.items())
     parts.append(f"<h2>Metrics</h2><dl>{metric_items}</dl></body></html>")
     return "\n".join(parts)
@@ -80,7 +82,7 @@ def _ranking_table(table: pd.DataFrame, objective: Objective, parameters: list[s
         for _, row in table.head(TABLE_ROWS).iterrows()
     ]
     more = f'<p class="note">{len(table) - TABLE_ROWS} more in ranking.csv.</p>' if len(table) > TABLE_ROWS else ""
-    return _table(header, rows, text_columns=2) + more
+    return html_table(header, rows, text_columns=2) + more
 
 
 def _value(value: Any) -> str:
@@ -91,19 +93,3 @@ def _mean_std(mean: float, std: float) -> str:
     if pd.isna(mean):
         return "—"
     return f"{mean:.4g}" if pd.isna(std) else f"{mean:.4g} ± {std:.2g}"
-
-
-def _table(header: list[str], rows: list[list[Any]], text_columns: int) -> str:
-    """First `text_columns` columns left-aligned text, the rest right-aligned numbers (as in the run report)."""
-
-    def cell(index: int, value: Any) -> str:
-        css = ' class="text"' if index < text_columns else ""
-        return f"<td{css}>{escape(str(value))}</td>"
-
-    head = "".join(f"<th>{escape(name)}</th>" for name in header)
-    body = "".join("<tr>" + "".join(cell(i, value) for i, value in enumerate(row)) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _img(png_base64: str, alt: str) -> str:
-    return f'<img src="data:image/png;base64,{png_base64}" alt="{escape(alt)}">'

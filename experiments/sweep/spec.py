@@ -36,8 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.config import Scenario
-from experiments.cli import UserError
-from experiments.scenario import ScenarioError, apply_overrides, parse_scenario, read_yaml
+from experiments.scenario import LocatedError, ScenarioError, apply_overrides, parse_scenario, read_yaml
 from experiments.sweep.metrics import METRICS
 
 DEFAULT_OBJECTIVE = {
@@ -50,17 +49,8 @@ _TOP_LEVEL = ("name", "description", "base", "seeds", "fixed", "grid", "random",
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # it names the default output directory
 
 
-class SweepError(UserError):
+class SweepError(LocatedError):
     """An invalid sweep file: `source: key: problem` on one line."""
-
-    def __init__(self, source: str, key: str, problem: str) -> None:
-        super().__init__(": ".join(part for part in (source, key, problem) if part))
-        self.source = source
-        self.key = key
-        self.problem = problem
-
-    def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
-        return (SweepError, (self.source, self.key, self.problem))
 
 
 @dataclass(frozen=True)

@@ -1,21 +1,11 @@
 """ThrottleTracker (PIP-322 throttle count) and ReleaseQueue (FIFO release)."""
 
+from fakes import MS, FakeClock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from allocator.throttle import ReleaseQueue, ThrottleTracker
 from allocator.token_bucket import TokenBucket
-
-MS = 1_000_000
-
-
-class FakeClock:
-    def __init__(self, now_ns: int = 10**12) -> None:
-        self.now_ns = now_ns
-
-    def __call__(self) -> int:
-        return self.now_ns
-
 
 # --- ThrottleTracker ----------------------------------------------------------------------------------------
 

@@ -3,25 +3,11 @@
 import math
 
 import pytest
+from fakes import MS, FakeClock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from allocator.token_bucket import TokenBucket, refill, throttle_duration, throttle_target
-
-MS = 1_000_000
-
-
-class FakeClock:
-    """Integer nanoseconds that move only when told."""
-
-    def __init__(self, now_ns: int = 10**12) -> None:
-        self.now_ns = now_ns
-
-    def __call__(self) -> int:
-        return self.now_ns
-
-    def advance_ms(self, ms: float) -> None:
-        self.now_ns += round(ms * MS)
 
 
 def bucket(rate=100.0, capacity=None, initial=None, resolution_ns=0):

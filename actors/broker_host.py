@@ -65,6 +65,11 @@ def quota_matrix(scenario: Scenario, quotas: dict[str, dict[str, float]], groups
     return np.array([[quotas[group].get(dim, -1.0) for dim in dimensions] for group in groups], dtype=float)
 
 
+def limited_matrix(scenario: Scenario, quotas: dict[str, dict[str, float]], groups: tuple[str, ...]) -> np.ndarray:
+    """[G, D]: whether the group's quota names the dimension (telemetry has rows only for those)."""
+    return np.array([[dim in quotas[group] for dim in scenario.dimensions()] for group in groups], dtype=bool)
+
+
 class LogicalBroker:
     """One broker of the scenario, up for one incarnation."""
 
@@ -84,6 +89,7 @@ class LogicalBroker:
             known_brokers=[broker.name for broker in scenario.brokers],
         )
         self.scenario = scenario
+        self.limited = limited_matrix(scenario, quotas, self.groups)
         self.traffic: Traffic | None = None
         self.outbox: Outbox | None = None
 
@@ -118,6 +124,7 @@ class LogicalBroker:
 
     def set_quota(self, quotas: dict[str, dict[str, float]]) -> None:
         self.node.set_quota(quota_matrix(self.scenario, quotas, self.groups))
+        self.limited = limited_matrix(self.scenario, quotas, self.groups)
 
 
 @dataclass(frozen=True)
@@ -202,7 +209,7 @@ class BrokerHost:
             return np.repeat(values, n_dims)
 
         quota = np.where(node.quota < 0, np.inf, node.quota)
-        return {
+        columns = {
             "round": np.full(n_rows, round_index, dtype=np.int32),
             "t_s": np.full(n_rows, t_s),
             "broker": np.full(n_rows, logical.record.name, dtype=object),
@@ -218,6 +225,8 @@ class BrokerHost:
             "report_bytes": per_group(outbox.report_bytes),
             "incarnation": np.full(n_rows, logical.record.incarnation, dtype=np.int32),
         }
+        limited = logical.limited.ravel()
+        return {name: values[limited] for name, values in columns.items()}
 
 
 def concat_columns(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

@@ -33,7 +33,6 @@ import re
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import MISSING, dataclass, fields, replace
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +56,7 @@ from actors.config import (
     WorkloadSpec,
 )
 from allocator import policies
+from experiments import checks
 from experiments.cli import UserError
 
 UNLIMITED = "unlimited"  # the spelling of an unlimited quota (stored as -1.0)
@@ -97,7 +97,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     """
     try:
         return _scenario(_top_level(data, source), Path(source).parent)
-    except _FieldError as invalid:
+    except checks.FieldError as invalid:
         raise ScenarioError(source, invalid.key, invalid.problem) from None
 
 
@@ -117,7 +117,7 @@ def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> di
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
                 where = ".".join(parts[: depth + 1])
-                raise ScenarioError("override", dotted, f"{where} holds {_show(child)}, not a mapping")
+                raise ScenarioError("override", dotted, f"{where} holds {checks.show(child)}, not a mapping")
             node = child
         node[parts[-1]] = copy.deepcopy(value)
     return result
@@ -172,179 +172,48 @@ def _top_level(data: Any, source: str) -> dict[str, Any]:
     if data is None:
         raise ScenarioError(source, "", "the scenario is empty")
     if not isinstance(data, dict):
-        raise ScenarioError(source, "", f"a scenario must be a mapping of keys, got {_show(data)}")
+        raise ScenarioError(source, "", f"a scenario must be a mapping of keys, got {checks.show(data)}")
     return data
-
-
-# --- checks, one helper per kind ----------------------------------------------------------------------------
-
-
-class _FieldError(Exception):
-    """A problem at a dotted key; `parse_scenario` adds the file name."""
-
-    def __init__(self, key: str, problem: str) -> None:
-        super().__init__(f"{key}: {problem}")
-        self.key = key
-        self.problem = problem
-
-
-def _at(key: str, child: str | int) -> str:
-    """The dotted path of `child` under `key`: `brokers[1].workload`."""
-    if isinstance(child, int):
-        return f"{key}[{child}]"
-    return f"{key}.{child}" if key else child
-
-
-def _show(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return repr(value)
-
-
-def _listing(names: Collection[str], shown: int = 6) -> str:
-    """A short list of names for a message (a generated scenario may have 100,000 groups)."""
-    more = f" and {len(names) - shown} more" if len(names) > shown else ""
-    return ", ".join(islice(names, shown)) + more
-
-
-@dataclass(frozen=True)
-class _Range:
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-
-    def __contains__(self, value: float) -> bool:
-        above_low = self.low is None or (value > self.low if self.low_open else value >= self.low)
-        below_high = self.high is None or (value < self.high if self.high_open else value <= self.high)
-        return above_low and below_high
-
-    def __str__(self) -> str:
-        if self.low is not None and self.high is not None:
-            return f"in {'(' if self.low_open else '['}{self.low}, {self.high}{')' if self.high_open else ']'}"
-        if self.low is not None:
-            return f"{'>' if self.low_open else '>='} {self.low}"
-        return f"{'<' if self.high_open else '<='} {self.high}"
-
-
-_ANY = _Range()
-_PROBABILITY = _Range(0, 1)
-_NON_NEGATIVE = _Range(0)
-_POSITIVE = _Range(0, low_open=True)
-_AT_LEAST_ONE = _Range(1)
-
-
-def _rounds_range(rounds: int) -> _Range:
-    return _Range(0, rounds, high_open=True)
-
-
-def _number(value: Any, key: str, valid: _Range = _ANY, integer: bool = False) -> Any:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise _FieldError(key, f"must be {'an integer' if integer else 'a finite number'}, got {_show(value)}")
-    if integer and not isinstance(value, int):
-        raise _FieldError(key, f"must be an integer, got {_show(value)}")
-    if value not in valid:
-        raise _FieldError(key, f"must be {valid}, got {_show(value)}")
-    return value
-
-
-def _bool(value: Any, key: str) -> bool:
-    if not isinstance(value, bool):
-        raise _FieldError(key, f"must be true or false, got {_show(value)}")
-    return value
-
-
-def _string(value: Any, key: str, choices: Sequence[str] | None = None) -> str:
-    if not isinstance(value, str) or not value:
-        raise _FieldError(key, f"must be a non-empty string, got {_show(value)}")
-    if choices is not None and value not in choices:
-        raise _FieldError(key, f"must be one of {', '.join(choices)}, got {value!r}")
-    return value
-
-
-def _known(value: Any, key: str, names: Collection[str], what: str) -> str:
-    name = _string(value, key)
-    if name not in names:
-        raise _FieldError(key, f"unknown {what} {name!r} (known: {_listing(names)})")
-    return name
-
-
-def _list(value: Any, key: str, non_empty: bool = True) -> list[Any]:
-    if not isinstance(value, list):
-        raise _FieldError(key, f"must be a list, got {_show(value)}")
-    if non_empty and not value:
-        raise _FieldError(key, "must not be empty")
-    return value
-
-
-def _mapping(
-    value: Any, key: str, allowed: Sequence[str] | None = None, required: Sequence[str] = ()
-) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _FieldError(key, f"must be a mapping, got {_show(value)}")
-    if allowed is not None:
-        for name in value:
-            if name not in allowed:
-                raise _FieldError(_at(key, str(name)), f"unknown key (allowed: {', '.join(allowed)})")
-    for name in required:
-        if name not in value:
-            raise _FieldError(_at(key, name), "required")
-    return value
-
-
-def _unique(items: Sequence[Any], key: str, what: str, attr: str = "name") -> None:
-    first: dict[str, int] = {}
-    for index, item in enumerate(items):
-        name = getattr(item, attr)
-        if name in first:
-            raise _FieldError(_at(_at(key, index), attr), f"duplicate {what} {name!r} (also {key}[{first[name]}])")
-        first[name] = index
 
 
 # --- dataclass-driven sections ------------------------------------------------------------------------------
 
 # Plain fields are converted from their annotation (a string: actors.config uses postponed annotations).
 _PLAIN: dict[str, Callable[[Any, str, Any], Any]] = {
-    "int": lambda value, key, rule: _number(value, key, rule or _ANY, integer=True),
-    "float": lambda value, key, rule: float(_number(value, key, rule or _ANY)),
-    "bool": lambda value, key, rule: _bool(value, key),
-    "str": _string,
-    "str | None": lambda value, key, rule: None if value is None else _string(value, key, rule),
+    "int": lambda value, key, rule: checks.number(value, key, rule or checks.ANY, integer=True),
+    "float": lambda value, key, rule: float(checks.number(value, key, rule or checks.ANY)),
+    "bool": lambda value, key, rule: checks.boolean(value, key),
+    "str": checks.string,
+    "str | None": lambda value, key, rule: None if value is None else checks.string(value, key, rule),
 }
 
 # Ranges (or choices for strings) of plain fields; a field not listed takes any value of its type.
 _RULES: dict[type, dict[str, Any]] = {
     Scenario: {
-        "seed": _NON_NEGATIVE,
-        "rounds": _AT_LEAST_ONE,
-        "interval_s": _POSITIVE,
+        "seed": checks.NON_NEGATIVE,
+        "rounds": checks.AT_LEAST_ONE,
+        "interval_s": checks.POSITIVE,
         "mode": ("lockstep", "realtime"),
         "backend": ("ray", "local"),
-        "brokers_per_actor": _AT_LEAST_ONE,
+        "brokers_per_actor": checks.AT_LEAST_ONE,
     },
-    ReportingSpec: {"threshold_pct": _NON_NEGATIVE, "force_every": _AT_LEAST_ONE},
+    ReportingSpec: {"threshold_pct": checks.NON_NEGATIVE, "force_every": checks.AT_LEAST_ONE},
     CleanupSpec: {
-        "stale_after_rounds": _AT_LEAST_ONE,
-        "max_report_age_rounds": _POSITIVE,
-        "session_timeout_rounds": _AT_LEAST_ONE,
+        "stale_after_rounds": checks.AT_LEAST_ONE,
+        "max_report_age_rounds": checks.POSITIVE,
+        "session_timeout_rounds": checks.AT_LEAST_ONE,
     },
-    BurstSpec: {"p_enter": _PROBABILITY, "p_exit": _PROBABILITY, "loss_bad": _PROBABILITY},
+    BurstSpec: {"p_enter": checks.PROBABILITY, "p_exit": checks.PROBABILITY, "loss_bad": checks.PROBABILITY},
     ChannelSpec: {
-        "loss": _PROBABILITY,
-        "duplicate": _PROBABILITY,
-        "reorder": _PROBABILITY,
-        "delay_rounds": _NON_NEGATIVE,
-        "jitter_rounds": _NON_NEGATIVE,
-        "shards": _AT_LEAST_ONE,
+        "loss": checks.PROBABILITY,
+        "duplicate": checks.PROBABILITY,
+        "reorder": checks.PROBABILITY,
+        "delay_rounds": checks.NON_NEGATIVE,
+        "jitter_rounds": checks.NON_NEGATIVE,
+        "shards": checks.AT_LEAST_ONE,
     },
-    RealtimeSpec: {"jitter_pct": _Range(0, 100), "clock_offset_s": _NON_NEGATIVE},
-    WorkloadSpec: {"topics": _AT_LEAST_ONE, "msg_bytes": _POSITIVE},
+    RealtimeSpec: {"jitter_pct": checks.Range(0, 100), "clock_offset_s": checks.NON_NEGATIVE},
+    WorkloadSpec: {"topics": checks.AT_LEAST_ONE, "msg_bytes": checks.POSITIVE},
 }
 
 
@@ -355,7 +224,7 @@ def _names(cls: type) -> tuple[str, ...]:
 def _body(cls: type, raw: Any, key: str) -> dict[str, Any]:
     """`raw` as a mapping whose keys are fields of `cls`, with every field without a default present."""
     required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
-    return _mapping(raw, key, _names(cls), required)
+    return checks.mapping(raw, key, _names(cls), required)
 
 
 def _plain_fields(
@@ -364,7 +233,7 @@ def _plain_fields(
     """The plain fields of `cls` present in `body`, converted and checked; `rules` adds to `_RULES`."""
     rules = {**_RULES.get(cls, {}), **(rules or {})}
     return {
-        f.name: _PLAIN[f.type](body[f.name], _at(key, f.name), rules.get(f.name))
+        f.name: _PLAIN[f.type](body[f.name], checks.at(key, f.name), rules.get(f.name))
         for f in fields(cls)
         if f.type in _PLAIN and f.name in body
     }
@@ -389,19 +258,19 @@ class _Context:
 
 
 def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
-    _mapping(top, "", _names(Scenario), required=("name",))
+    checks.mapping(top, "", _names(Scenario), required=("name",))
     settings = _plain_fields(Scenario, top, "")
     context = _Context(rounds=settings.get("rounds", Scenario.rounds), base_dir=base_dir)
     if "generated" in top:
         for clash in ("groups", "brokers"):
             if clash in top:
-                raise _FieldError(clash, "cannot be given with 'generated', which writes the groups and brokers")
+                raise checks.FieldError(clash, "cannot be given with 'generated', which writes the groups and brokers")
         seed = settings.get("seed", Scenario.seed)
         groups, brokers, generated = _generated(top["generated"], "generated", seed)
     else:
         for missing in ("groups", "brokers"):
             if missing not in top:
-                raise _FieldError(missing, "required (or a 'generated' block)")
+                raise checks.FieldError(missing, "required (or a 'generated' block)")
         groups = _groups(top["groups"], "groups")
         brokers = _brokers(top["brokers"], "brokers", replace(context, groups=_by_name(groups)))
         generated = None
@@ -428,13 +297,15 @@ def _policy(raw: Any, key: str) -> PolicySpec:
     body = _body(PolicySpec, raw, key)
     name = _plain_fields(PolicySpec, body, key).get("name", PolicySpec.name)
     if name not in policies.POLICIES:
-        raise _FieldError(_at(key, "name"), f"unknown policy {name!r} (known: {', '.join(policies.POLICIES)})")
-    params_key = _at(key, "params")
-    params = _mapping(body.get("params", {}), params_key)
+        raise checks.FieldError(
+            checks.at(key, "name"), f"unknown policy {name!r} (known: {', '.join(policies.POLICIES)})"
+        )
+    params_key = checks.at(key, "params")
+    params = checks.mapping(body.get("params", {}), params_key)
     try:
         policies.check_params(name, params)  # the policy checks its own parameters and their values
     except ValueError as error:
-        raise _FieldError(params_key, str(error)) from None
+        raise checks.FieldError(params_key, str(error)) from None
     return PolicySpec(name=name, params=dict(params))
 
 
@@ -442,52 +313,52 @@ def _quota_value(value: Any, key: str) -> float:
     if value == UNLIMITED:
         return -1.0
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
-        raise _FieldError(key, f"must be a number >= 0 or '{UNLIMITED}', got {_show(value)}")
+        raise checks.FieldError(key, f"must be a number >= 0 or '{UNLIMITED}', got {checks.show(value)}")
     return float(value)
 
 
 def _quota(raw: Any, key: str, also_allowed: Sequence[str] = ()) -> dict[str, float]:
     """Dimension -> rate per second; at least one of DIMENSIONS. `also_allowed` keys are skipped here."""
-    body = _mapping(raw, key, (*also_allowed, *DIMENSIONS))
-    quota = {dim: _quota_value(body[dim], _at(key, dim)) for dim in DIMENSIONS if dim in body}
+    body = checks.mapping(raw, key, (*also_allowed, *DIMENSIONS))
+    quota = {dim: _quota_value(body[dim], checks.at(key, dim)) for dim in DIMENSIONS if dim in body}
     if not quota:
-        raise _FieldError(key, f"must set at least one of {', '.join(DIMENSIONS)}")
+        raise checks.FieldError(key, f"must set at least one of {', '.join(DIMENSIONS)}")
     return quota
 
 
 def _groups(raw: Any, key: str) -> tuple[GroupSpec, ...]:
     groups = []
-    for index, item in enumerate(_list(raw, key)):
-        item_key = _at(key, index)
+    for index, item in enumerate(checks.list_of(raw, key)):
+        item_key = checks.at(key, index)
         body = _body(GroupSpec, item, item_key)
-        quota = _quota(body["quota"], _at(item_key, "quota"))
+        quota = _quota(body["quota"], checks.at(item_key, "quota"))
         groups.append(GroupSpec(**_plain_fields(GroupSpec, body, item_key), quota=quota))
-    _unique(groups, key, "group")
+    checks.unique(groups, key, "group")
     return tuple(groups)
 
 
 def _brokers(raw: Any, key: str, context: _Context) -> tuple[BrokerSpec, ...]:
-    join_rule = {"join_at": _rounds_range(context.rounds)}
+    join_rule = {"join_at": checks.rounds_range(context.rounds)}
     brokers = []
-    for index, item in enumerate(_list(raw, key)):
-        item_key = _at(key, index)
+    for index, item in enumerate(checks.list_of(raw, key)):
+        item_key = checks.at(key, index)
         body = _body(BrokerSpec, item, item_key)
-        workload_key = _at(item_key, "workload")
+        workload_key = checks.at(item_key, "workload")
         workloads = tuple(
-            _workload(entry, _at(workload_key, position), context)
-            for position, entry in enumerate(_list(body.get("workload", []), workload_key, non_empty=False))
+            _workload(entry, checks.at(workload_key, position), context)
+            for position, entry in enumerate(checks.list_of(body.get("workload", []), workload_key, non_empty=False))
         )
-        _unique(workloads, workload_key, "group", attr="group")
+        checks.unique(workloads, workload_key, "group", attr="group")
         brokers.append(BrokerSpec(**_plain_fields(BrokerSpec, body, item_key, join_rule), workload=workloads))
-    _unique(brokers, key, "broker")
+    checks.unique(brokers, key, "broker")
     return tuple(brokers)
 
 
 def _workload(raw: Any, key: str, context: _Context) -> WorkloadSpec:
     body = _body(WorkloadSpec, raw, key)
     plain = _plain_fields(WorkloadSpec, body, key)
-    _known(plain["group"], _at(key, "group"), context.groups, "group")
-    return WorkloadSpec(**plain, msgs_per_s=_profile(body["msgs_per_s"], _at(key, "msgs_per_s"), context))
+    checks.known(plain["group"], checks.at(key, "group"), context.groups, "group")
+    return WorkloadSpec(**plain, msgs_per_s=_profile(body["msgs_per_s"], checks.at(key, "msgs_per_s"), context))
 
 
 def _profile(value: Any, key: str, context: _Context) -> Profile:
@@ -495,41 +366,45 @@ def _profile(value: Any, key: str, context: _Context) -> Profile:
     if isinstance(value, int | float) and not isinstance(value, bool):
         kind, params, params_key = "constant", {"rate": value}, key
     elif isinstance(value, dict) and len(value) == 1:
-        body = _mapping(value, key, tuple(workload.PROFILES))
+        body = checks.mapping(value, key, tuple(workload.PROFILES))
         ((kind, spec),) = body.items()
-        params_key = _at(key, kind)
-        params = _read_trace(spec, params_key, context) if kind == "trace" else dict(_mapping(spec, params_key))
+        params_key = checks.at(key, kind)
+        params = _read_trace(spec, params_key, context) if kind == "trace" else dict(checks.mapping(spec, params_key))
     else:
-        raise _FieldError(key, f"must be a number or one profile ({', '.join(workload.PROFILES)}), got {_show(value)}")
+        raise checks.FieldError(
+            key, f"must be a number or one profile ({', '.join(workload.PROFILES)}), got {checks.show(value)}"
+        )
     try:
         workload.check_profile(kind, params)
     except workload.ProfileError as error:
         if kind == "trace":  # its params come from the file: name the file, not a key the user never wrote
-            raise _FieldError(params_key, f"{value['trace']}: {error}") from None
-        where = key if params_key == key else _at(params_key, error.param)  # a bare number is the rate
-        raise _FieldError(where, error.problem) from None
+            raise checks.FieldError(params_key, f"{value['trace']}: {error}") from None
+        where = key if params_key == key else checks.at(params_key, error.param)  # a bare number is the rate
+        raise checks.FieldError(where, error.problem) from None
     return Profile(kind, params)
 
 
 def _read_trace(value: Any, key: str, context: _Context) -> dict[str, list]:
     """A CSV file with columns `round,msgs_per_s`, relative to the scenario's folder, as profile params."""
-    name = _string(value, key)
+    name = checks.string(value, key)
     try:
         text = (context.base_dir / name).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise _FieldError(key, f"no such file {name!r} (relative to {context.base_dir})") from None
+        raise checks.FieldError(key, f"no such file {name!r} (relative to {context.base_dir})") from None
     except (OSError, UnicodeDecodeError) as error:
-        raise _FieldError(key, f"cannot read {name!r}: {error}") from None
+        raise checks.FieldError(key, f"cannot read {name!r}: {error}") from None
     reader = csv.DictReader(io.StringIO(text))
     if not {"round", "msgs_per_s"} <= set(reader.fieldnames or ()):
-        raise _FieldError(key, f"{name}: needs the columns round,msgs_per_s, got {','.join(reader.fieldnames or ())}")
+        raise checks.FieldError(
+            key, f"{name}: needs the columns round,msgs_per_s, got {','.join(reader.fieldnames or ())}"
+        )
     rounds, rates = [], []
     for row in reader:
         try:
             rounds.append(int(row["round"]))
             rates.append(float(row["msgs_per_s"]))
         except (TypeError, ValueError):
-            raise _FieldError(
+            raise checks.FieldError(
                 key, f"{name} line {reader.line_num}: round must be an integer and msgs_per_s a number"
             ) from None
     return {"rounds": rounds, "rates": rates}
@@ -537,13 +412,13 @@ def _read_trace(value: Any, key: str, context: _Context) -> dict[str, list]:
 
 def _channel(raw: Any, key: str, context: _Context, exclude: Sequence[str] = ()) -> dict[str, Any]:
     """Channel settings present in `raw` (ChannelSpec keys but `exclude`), converted."""
-    body = _mapping(raw, key, [name for name in _names(ChannelSpec) if name not in exclude])
+    body = checks.mapping(raw, key, [name for name in _names(ChannelSpec) if name not in exclude])
     settings = _plain_fields(ChannelSpec, body, key)
     if "burst" in body:
         burst = body["burst"]
-        settings["burst"] = None if burst is None else _spec(BurstSpec, burst, _at(key, "burst"))
+        settings["burst"] = None if burst is None else _spec(BurstSpec, burst, checks.at(key, "burst"))
     if "partitions" in body:
-        settings["partitions"] = _partitions(body["partitions"], _at(key, "partitions"), context)
+        settings["partitions"] = _partitions(body["partitions"], checks.at(key, "partitions"), context)
     return settings
 
 
@@ -551,13 +426,13 @@ def _partitions(raw: Any, key: str, context: _Context) -> tuple[tuple[str, ...],
     """Lists of broker names, each broker in one list at most."""
     seen: dict[str, str] = {}
     partitions = []
-    for index, members in enumerate(_list(raw, key, non_empty=False)):
-        part_key = _at(key, index)
-        for position, member in enumerate(_list(members, part_key)):
-            member_key = _at(part_key, position)
-            name = _known(member, member_key, context.brokers, "broker")
+    for index, members in enumerate(checks.list_of(raw, key, non_empty=False)):
+        part_key = checks.at(key, index)
+        for position, member in enumerate(checks.list_of(members, part_key)):
+            member_key = checks.at(part_key, position)
+            name = checks.known(member, member_key, context.brokers, "broker")
             if name in seen:
-                raise _FieldError(member_key, f"broker {name!r} is already in {seen[name]}")
+                raise checks.FieldError(member_key, f"broker {name!r} is already in {seen[name]}")
             seen[name] = part_key
         partitions.append(tuple(members))
     return tuple(partitions)
@@ -569,33 +444,33 @@ EventParser = Callable[[Any, str, _Context], tuple[str, dict[str, Any]]]
 
 
 def _broker_event(value: Any, key: str, context: _Context) -> tuple[str, dict[str, Any]]:
-    return _known(value, key, context.brokers, "broker"), {}
+    return checks.known(value, key, context.brokers, "broker"), {}
 
 
 def _demand_event(value: Any, key: str, context: _Context) -> tuple[str, dict[str, Any]]:
-    body = _mapping(value, key, ("broker", "group", "msgs_per_s"), ("broker", "group", "msgs_per_s"))
-    broker = _known(body["broker"], _at(key, "broker"), context.brokers, "broker")
-    group = _known(body["group"], _at(key, "group"), context.groups, "group")
-    return broker, {"group": group, "msgs_per_s": _profile(body["msgs_per_s"], _at(key, "msgs_per_s"), context)}
+    body = checks.mapping(value, key, ("broker", "group", "msgs_per_s"), ("broker", "group", "msgs_per_s"))
+    broker = checks.known(body["broker"], checks.at(key, "broker"), context.brokers, "broker")
+    group = checks.known(body["group"], checks.at(key, "group"), context.groups, "group")
+    return broker, {"group": group, "msgs_per_s": _profile(body["msgs_per_s"], checks.at(key, "msgs_per_s"), context)}
 
 
 def _quota_event(value: Any, key: str, context: _Context) -> tuple[str, dict[str, Any]]:
-    body = _mapping(value, key, required=("group",))
-    group = _known(body["group"], _at(key, "group"), context.groups, "group")
+    body = checks.mapping(value, key, required=("group",))
+    group = checks.known(body["group"], checks.at(key, "group"), context.groups, "group")
     return group, _quota(body, key, also_allowed=("group",))
 
 
 def _channel_event(value: Any, key: str, context: _Context) -> tuple[str, dict[str, Any]]:
     changes = _channel(value, key, context, exclude=("shards",))  # the topology is fixed at the start
     if not changes:
-        raise _FieldError(key, "must change at least one channel setting")
+        raise checks.FieldError(key, "must change at least one channel setting")
     return "", changes
 
 
 def _clock_skew_event(value: Any, key: str, context: _Context) -> tuple[str, dict[str, Any]]:
-    body = _mapping(value, key, ("broker", "offset_s"), ("broker", "offset_s"))
-    broker = _known(body["broker"], _at(key, "broker"), context.brokers, "broker")
-    return broker, {"offset_s": float(_number(body["offset_s"], _at(key, "offset_s")))}
+    body = checks.mapping(value, key, ("broker", "offset_s"), ("broker", "offset_s"))
+    broker = checks.known(body["broker"], checks.at(key, "broker"), context.brokers, "broker")
+    return broker, {"offset_s": float(checks.number(body["offset_s"], checks.at(key, "offset_s")))}
 
 
 _EVENTS: dict[str, EventParser] = {
@@ -621,20 +496,23 @@ _STATES = {"up": "is up", "left": "has left", "crashed": "has crashed", "waiting
 
 
 def _events(raw: Any, key: str, context: _Context, brokers: Sequence[BrokerSpec]) -> tuple[EventSpec, ...]:
-    events = [_event(item, _at(key, index), context) for index, item in enumerate(_list(raw, key, non_empty=False))]
+    events = [
+        _event(item, checks.at(key, index), context)
+        for index, item in enumerate(checks.list_of(raw, key, non_empty=False))
+    ]
     _check_lifecycle(events, key, brokers)
     return tuple(sorted(events, key=lambda event: event.at))
 
 
 def _event(raw: Any, key: str, context: _Context) -> EventSpec:
-    body = _mapping(raw, key, ("at", *_EVENTS), required=("at",))
-    at = _number(body["at"], _at(key, "at"), _rounds_range(context.rounds), integer=True)
+    body = checks.mapping(raw, key, ("at", *_EVENTS), required=("at",))
+    at = checks.number(body["at"], checks.at(key, "at"), checks.rounds_range(context.rounds), integer=True)
     kinds = [name for name in body if name != "at"]
     if len(kinds) != 1:
         got = ", ".join(kinds) or "none"
-        raise _FieldError(key, f"needs exactly one of {', '.join(_EVENTS)} besides 'at', got {got}")
+        raise checks.FieldError(key, f"needs exactly one of {', '.join(_EVENTS)} besides 'at', got {got}")
     kind = kinds[0]
-    target, params = _EVENTS[kind](body[kind], _at(key, kind), context)
+    target, params = _EVENTS[kind](body[kind], checks.at(key, kind), context)
     return EventSpec(at=at, kind=kind, target=target, params=params)
 
 
@@ -655,8 +533,8 @@ def _check_lifecycle(events: Sequence[EventSpec], key: str, brokers: Sequence[Br
         if current != needed:
             why = f" (join_at: {join_at[event.target]})" if current == "waiting" else ""
             hint = "; a broker's first join is its join_at" if event.kind == "join" else ""
-            raise _FieldError(
-                _at(_at(key, index), event.kind),
+            raise checks.FieldError(
+                checks.at(checks.at(key, index), event.kind),
                 f"broker {event.target!r} {_STATES[current]} at round {at}{why}; "
                 f"{event.kind} needs a broker that {_STATES[needed]}{hint}",
             )
@@ -679,14 +557,16 @@ def _generated(
     number or `{uniform: [low, high]}`, drawn once per (group, broker) as a constant rate (2 decimals).
     `seed` defaults to the scenario's seed.
     """
-    body = _mapping(raw, key, _GENERATED_KEYS, _GENERATED_KEYS[:5])
-    n_groups = _number(body["groups"], _at(key, "groups"), _AT_LEAST_ONE, integer=True)
-    n_brokers = _number(body["brokers"], _at(key, "brokers"), _AT_LEAST_ONE, integer=True)
-    per_group = _number(body["brokers_per_group"], _at(key, "brokers_per_group"), _Range(1, n_brokers), True)
-    quota = _quota(body["quota"], _at(key, "quota"))
-    low, high = _uniform(body["msgs_per_s"], _at(key, "msgs_per_s"))
+    body = checks.mapping(raw, key, _GENERATED_KEYS, _GENERATED_KEYS[:5])
+    n_groups = checks.number(body["groups"], checks.at(key, "groups"), checks.AT_LEAST_ONE, integer=True)
+    n_brokers = checks.number(body["brokers"], checks.at(key, "brokers"), checks.AT_LEAST_ONE, integer=True)
+    per_group = checks.number(
+        body["brokers_per_group"], checks.at(key, "brokers_per_group"), checks.Range(1, n_brokers), True
+    )
+    quota = _quota(body["quota"], checks.at(key, "quota"))
+    low, high = _uniform(body["msgs_per_s"], checks.at(key, "msgs_per_s"))
     shape = _plain_fields(WorkloadSpec, body, key)  # msg_bytes, topics
-    seed = _number(body.get("seed", scenario_seed), _at(key, "seed"), _NON_NEGATIVE, integer=True)
+    seed = checks.number(body.get("seed", scenario_seed), checks.at(key, "seed"), checks.NON_NEGATIVE, integer=True)
 
     rng = np.random.default_rng(seed)
     hosts = _placement(n_groups, n_brokers, per_group, rng)
@@ -734,15 +614,17 @@ def _expand(
 def _uniform(value: Any, key: str) -> tuple[float, float]:
     """`msgs_per_s` of a generated block: a number, or `{uniform: [low, high]}`."""
     if isinstance(value, dict):
-        bounds_key = _at(key, "uniform")
-        bounds = _list(_mapping(value, key, ("uniform",), ("uniform",))["uniform"], bounds_key)
+        bounds_key = checks.at(key, "uniform")
+        bounds = checks.list_of(checks.mapping(value, key, ("uniform",), ("uniform",))["uniform"], bounds_key)
         if len(bounds) != 2:
-            raise _FieldError(bounds_key, f"must be [low, high], got {len(bounds)} numbers")
-        low, high = (float(_number(b, _at(bounds_key, i), _NON_NEGATIVE)) for i, b in enumerate(bounds))
+            raise checks.FieldError(bounds_key, f"must be [low, high], got {len(bounds)} numbers")
+        low, high = (
+            float(checks.number(b, checks.at(bounds_key, i), checks.NON_NEGATIVE)) for i, b in enumerate(bounds)
+        )
         if low > high:
-            raise _FieldError(bounds_key, f"low must be <= high, got [{low}, {high}]")
+            raise checks.FieldError(bounds_key, f"low must be <= high, got [{low}, {high}]")
         return low, high
-    rate = float(_number(value, key, _NON_NEGATIVE))
+    rate = float(checks.number(value, key, checks.NON_NEGATIVE))
     return rate, rate
 
 

@@ -1,0 +1,139 @@
+"""Checks of values users write (scenario and sweep files), one helper per kind.
+
+Each raises `FieldError(key, problem)` naming the dotted key; the parser of the file adds the file name and turns
+it into its one-line error.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any
+
+
+class FieldError(Exception):
+    """A problem at a dotted key; `parse_scenario` adds the file name."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"{key}: {problem}")
+        self.key = key
+        self.problem = problem
+
+
+def at(key: str, child: str | int) -> str:
+    """The dotted path of `child` under `key`: `brokers[1].workload`."""
+    if isinstance(child, int):
+        return f"{key}[{child}]"
+    return f"{key}.{child}" if key else child
+
+
+def show(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return repr(value)
+
+
+def listing(names: Collection[str], shown: int = 6) -> str:
+    """A short list of names for a message (a generated scenario may have 100,000 groups)."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(islice(names, shown)) + more
+
+
+@dataclass(frozen=True)
+class Range:
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def __contains__(self, value: float) -> bool:
+        above_low = self.low is None or (value > self.low if self.low_open else value >= self.low)
+        below_high = self.high is None or (value < self.high if self.high_open else value <= self.high)
+        return above_low and below_high
+
+    def __str__(self) -> str:
+        if self.low is not None and self.high is not None:
+            return f"in {'(' if self.low_open else '['}{self.low}, {self.high}{')' if self.high_open else ']'}"
+        if self.low is not None:
+            return f"{'>' if self.low_open else '>='} {self.low}"
+        return f"{'<' if self.high_open else '<='} {self.high}"
+
+
+ANY = Range()
+PROBABILITY = Range(0, 1)
+NON_NEGATIVE = Range(0)
+POSITIVE = Range(0, low_open=True)
+AT_LEAST_ONE = Range(1)
+
+
+def rounds_range(rounds: int) -> Range:
+    return Range(0, rounds, high_open=True)
+
+
+def number(value: Any, key: str, valid: Range = ANY, integer: bool = False) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise FieldError(key, f"must be {'an integer' if integer else 'a finite number'}, got {show(value)}")
+    if integer and not isinstance(value, int):
+        raise FieldError(key, f"must be an integer, got {show(value)}")
+    if value not in valid:
+        raise FieldError(key, f"must be {valid}, got {show(value)}")
+    return value
+
+
+def boolean(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise FieldError(key, f"must be true or false, got {show(value)}")
+    return value
+
+
+def string(value: Any, key: str, choices: Sequence[str] | None = None) -> str:
+    if not isinstance(value, str) or not value:
+        raise FieldError(key, f"must be a non-empty string, got {show(value)}")
+    if choices is not None and value not in choices:
+        raise FieldError(key, f"must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def known(value: Any, key: str, names: Collection[str], what: str) -> str:
+    name = string(value, key)
+    if name not in names:
+        raise FieldError(key, f"unknown {what} {name!r} (known: {listing(names)})")
+    return name
+
+
+def list_of(value: Any, key: str, non_empty: bool = True) -> list[Any]:
+    if not isinstance(value, list):
+        raise FieldError(key, f"must be a list, got {show(value)}")
+    if non_empty and not value:
+        raise FieldError(key, "must not be empty")
+    return value
+
+
+def mapping(value: Any, key: str, allowed: Sequence[str] | None = None, required: Sequence[str] = ()) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise FieldError(key, f"must be a mapping, got {show(value)}")
+    if allowed is not None:
+        for name in value:
+            if name not in allowed:
+                raise FieldError(at(key, str(name)), f"unknown key (allowed: {', '.join(allowed)})")
+    for name in required:
+        if name not in value:
+            raise FieldError(at(key, name), "required")
+    return value
+
+
+def unique(items: Sequence[Any], key: str, what: str, attr: str = "name") -> None:
+    first: dict[str, int] = {}
+    for index, item in enumerate(items):
+        name = getattr(item, attr)
+        if name in first:
+            raise FieldError(at(at(key, index), attr), f"duplicate {what} {name!r} (also {key}[{first[name]}])")
+        first[name] = index

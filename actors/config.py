@@ -54,6 +54,7 @@ class ChannelSpec:
     reorder: float = 0.0
     partitions: tuple[tuple[str, ...], ...] = ()
     shards: int = 1
+    routing: str = "broadcast"  # broadcast: shards keyed by group id | interest: one inbox topic per broker
 
 
 @dataclass(frozen=True)

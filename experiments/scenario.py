@@ -211,6 +211,7 @@ _RULES: dict[type, dict[str, Any]] = {
         "delay_rounds": checks.NON_NEGATIVE,
         "jitter_rounds": checks.NON_NEGATIVE,
         "shards": checks.AT_LEAST_ONE,
+        "routing": ("broadcast", "interest"),
     },
     RealtimeSpec: {"jitter_pct": checks.Range(0, 100), "clock_offset_s": checks.NON_NEGATIVE},
     WorkloadSpec: {"topics": checks.AT_LEAST_ONE, "msg_bytes": checks.POSITIVE},
@@ -461,7 +462,7 @@ def _quota_event(value: Any, key: str, context: _Context) -> tuple[str, dict[str
 
 
 def _channel_event(value: Any, key: str, context: _Context) -> tuple[str, dict[str, Any]]:
-    changes = _channel(value, key, context, exclude=("shards",))  # the topology is fixed at the start
+    changes = _channel(value, key, context, exclude=("shards", "routing"))  # the topology is fixed at the start
     if not changes:
         raise checks.FieldError(key, "must change at least one channel setting")
     return "", changes

@@ -34,7 +34,17 @@ from allocator.policies.rules import (
 from allocator.policies.settings import Settings
 from allocator.policies.view import View, checked_quota, finish, make_view
 
-__all__ = ["POLICIES", "Policy", "Settings", "check_params", "initial_limit", "pulsar_local_quota", "step"]
+__all__ = [
+    "POLICIES",
+    "BoundPolicy",
+    "Policy",
+    "Settings",
+    "bind",
+    "check_params",
+    "initial_limit",
+    "pulsar_local_quota",
+    "step",
+]
 
 Rule = Callable[[View, Settings], np.ndarray]
 
@@ -87,6 +97,45 @@ POLICIES: dict[str, Policy] = {
 }
 
 
+@dataclass(frozen=True)
+class BoundPolicy:
+    """A policy with its parameters checked and bound once: what a broker holds for the whole run."""
+
+    policy: Policy
+    settings: Settings
+
+    @property
+    def name(self) -> str:
+        return self.policy.name
+
+    def __call__(
+        self,
+        quota: np.ndarray,
+        usage: np.ndarray,
+        limit: np.ndarray,
+        demand: np.ndarray | None = None,
+        present: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """One allocation round: the new limits [G, B] (column b is broker b's)."""
+        return self.policy(quota, usage, limit, demand, present, self.settings)
+
+    def initial_limit(self, quota: np.ndarray, view_brokers: np.ndarray) -> np.ndarray:
+        """[G] the limit a broker starts with when it begins serving a group.
+
+        Pulsar: the full quota; the others: an equal share `quota / max(1, view_brokers)`. Unlimited -> -1.
+        """
+        quota, unlimited = checked_quota(quota)
+        brokers = np.maximum(np.asarray(view_brokers, dtype=np.float64), 1.0)
+        start = quota if self.policy.starts_at_full_quota else quota / brokers
+        return np.where(unlimited, -1.0, start)
+
+
+def bind(name: str, params: Mapping[str, object] | None = None) -> BoundPolicy:
+    """Check `params` for policy `name` and bind them; ValueError names the policy, parameter or value."""
+    policy = _policy(name)
+    return BoundPolicy(policy, policy.settings(params or {}))
+
+
 def step(
     name: str,
     quota: np.ndarray,
@@ -96,26 +145,19 @@ def step(
     present: np.ndarray | None = None,
     **params: float | None,
 ) -> np.ndarray:
-    """One allocation round of policy `name`: the new limits [G, B] (column b is broker b's)."""
-    policy = _policy(name)
-    return policy(quota, usage, limit, demand, present, policy.settings(params))
+    """One allocation round of policy `name`: the new limits [G, B] (column b is broker b's). Binds the
+    parameters on every call: a broker binds once with `bind`."""
+    return bind(name, params)(quota, usage, limit, demand, present)
 
 
 def check_params(name: str, params: Mapping[str, object]) -> None:
     """Raise ValueError naming an unknown policy, an unknown parameter, or a bad value and the problem."""
-    _policy(name).settings(params)
+    bind(name, params)
 
 
 def initial_limit(name: str, quota: np.ndarray, view_brokers: np.ndarray) -> np.ndarray:
-    """[G] the limit a broker starts with when it begins serving a group.
-
-    Pulsar: the full quota; the others: an equal share `quota / max(1, view_brokers)`. Unlimited -> -1.
-    """
-    policy = _policy(name)
-    quota, unlimited = checked_quota(quota)
-    brokers = np.maximum(np.asarray(view_brokers, dtype=np.float64), 1.0)
-    start = quota if policy.starts_at_full_quota else quota / brokers
-    return np.where(unlimited, -1.0, start)
+    """[G] the limit a broker starts with when it begins serving a group (`BoundPolicy.initial_limit`)."""
+    return bind(name).initial_limit(quota, view_brokers)
 
 
 def _policy(name: str) -> Policy:

@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from experiments.report.metrics import MIN_JAIN
+from experiments.report.metrics import MIN_JAIN, OVER_QUOTA_TOLERANCE
 
 FIGURES_PER_RUN = 6  # groups drawn per run; every group is in the tables and per_round.csv
 MAX_LABELLED_BROKERS = 8  # more brokers' limits share one legend entry
@@ -54,6 +54,9 @@ def group_figure(rounds: pd.DataFrame, limits: pd.DataFrame, events: pd.DataFram
     quota = _finite(rounds["quota"])
     if np.isfinite(quota).any():
         rates.step(rounds["round"], quota, where="post", color="black", linewidth=2, label="quota Q")
+        over_quota_from = (1 + OVER_QUOTA_TOLERANCE) * quota
+        over_label = f"over quota above {1 + OVER_QUOTA_TOLERANCE:g} Q"
+        rates.step(rounds["round"], over_quota_from, where="post", color="black", lw=0.6, ls="-.", label=over_label)
     else:
         rates.set_title("quota: unlimited", fontsize=9, loc="right")
     rates.plot(rounds["round"], _finite(rounds["limit"]), color="black", linestyle=":", label="sum of limits")
@@ -91,16 +94,24 @@ def bandwidth_figure(bandwidth: pd.DataFrame, events: pd.DataFrame) -> str:
 
 
 def comparison_figure(runs: list[dict[str, Any]]) -> str:
-    """Bars per run: mean rounds to converge, peak overshoot, Jain (last quarter), bytes published per round."""
+    """Bars per run. Top, how safe: peak overshoot and rounds over quota side by side, then mean rounds to
+    converge; bottom, how well shared: Jain and utilization (last quarter), and bytes published per round."""
     labels = [run["run_id"] for run in runs]
+    over_quota_line = f"over by > {100 * OVER_QUOTA_TOLERANCE:g}%"
     panels = [
-        ("mean rounds to converge", [run["overall"]["mean_rounds_to_converge"] for run in runs], "rounds"),
         ("peak overshoot", [_percent(run["overall"]["peak_overshoot"]) for run in runs], "% over quota"),
+        (
+            f"rounds over quota ({over_quota_line})",
+            [run["overall"]["rounds_over_quota_per_100_rounds"] for run in runs],
+            "per 100 rounds (mean over groups)",
+        ),
+        ("mean rounds to converge", [run["overall"]["mean_rounds_to_converge"] for run in runs], "rounds"),
         ("Jain's index (last quarter)", [run["overall"]["jain"] for run in runs], "index (1 = fair)"),
+        ("utilization (last quarter)", [run["overall"]["utilization"] for run in runs], "U / min(Q, D)"),
         ("bandwidth", [run["bytes_published_per_round"] for run in runs], "bytes published per round"),
     ]
-    figure = Figure(figsize=(10, 6.5), layout="constrained")
-    for axes, (title, values, ylabel) in zip(figure.subplots(2, 2).flat, panels, strict=True):
+    figure = Figure(figsize=(13, 6.5), layout="constrained")
+    for axes, (title, values, ylabel) in zip(figure.subplots(2, 3).flat, panels, strict=True):
         heights = [math.nan if value is None else value for value in values]
         axes.bar(range(len(labels)), heights, color="tab:blue")
         axes.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=8)

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from experiments.report import figures
-from experiments.report.metrics import CONVERGENCE_WINDOW, MIN_JAIN, TARGET_TOLERANCE
+from experiments.report.metrics import CONVERGENCE_WINDOW, MIN_JAIN, OVER_QUOTA_TOLERANCE, TARGET_TOLERANCE
 from experiments.report.summary import Results
 
 UNSET = "(unset)"  # a scenario key one run has and another has not
@@ -57,6 +57,7 @@ def _comparison(runs: list[dict[str, Any]], manifests: dict[str, dict[str, Any]]
             _fmt(run["overall"]["mean_rounds_to_converge"]),
             f"{run['overall']['events_not_converged']} of {run['overall']['events']}",
             _percent(run["overall"]["peak_overshoot"]),
+            _fmt(run["overall"]["rounds_over_quota_per_100_rounds"], 1),
             _fmt(run["overall"]["utilization"]),
             _fmt(run["overall"]["jain"]),
             _fmt(run["overall"]["fairness_error"]),
@@ -74,6 +75,7 @@ def _comparison(runs: list[dict[str, Any]], manifests: dict[str, dict[str, Any]]
         "mean rounds to converge",
         "events never converged",
         "peak overshoot",
+        "rounds over quota / 100 rounds",
         "utilization",
         "Jain",
         "fairness error",
@@ -83,11 +85,14 @@ def _comparison(runs: list[dict[str, Any]], manifests: dict[str, dict[str, Any]]
     ]
     return (
         "<h2>Comparison</h2>"
-        '<p class="note">Scores pooled over each run\'s groups: the worst peak overshoot; utilization, Jain and '
-        "fairness error averaged over groups (each a mean over the last quarter of the run); rounds to converge "
-        "averaged over the events that converged.</p>"
+        '<p class="note">Scores pooled over each run\'s groups: the worst peak overshoot; rounds over quota, '
+        "utilization, Jain and fairness error averaged over groups (the last three each a mean over the last "
+        "quarter of the run); rounds to converge averaged over the events that converged.</p>"
         + html_table(header, rows, text_columns=4)
-        + img_tag(figures.comparison_figure(runs), "convergence, overshoot, fairness and bandwidth per run")
+        + img_tag(
+            figures.comparison_figure(runs),
+            "peak overshoot, rounds over quota, convergence, Jain, utilization and bandwidth per run",
+        )
     )
 
 
@@ -109,6 +114,7 @@ def _run_section(run: dict[str, Any], results: Results, limits: pd.DataFrame) ->
             group["group"],
             group["dimension"],
             _percent(group["peak_overshoot"]),
+            _percent(group["rounds_over_quota"]),
             _fmt(group["utilization"]),
             _fmt(group["jain"]),
             _fmt(group["fairness_error"]),
@@ -125,6 +131,7 @@ def _run_section(run: dict[str, Any], results: Results, limits: pd.DataFrame) ->
         "group",
         "dimension",
         "peak overshoot",
+        "rounds over quota",
         "utilization",
         "Jain",
         "fairness error",
@@ -167,6 +174,9 @@ def _definitions() -> str:
         "Q, U, D, T": "per group and round: the quota, the sum of the brokers' usage, the sum of their demand, "
         "and the target T = min(Q, D). Rates per second in the dimension's unit.",
         "overshoot": "max(0, U/Q - 1): how far usage went over the quota (shown in %). Peak: the worst round.",
+        "rounds over quota": f"the share of a group's rounds with U > {1 + OVER_QUOTA_TOLERANCE:g} Q (over the quota "
+        f"by more than {100 * OVER_QUOTA_TOLERANCE:g}%); an unlimited quota is never over. Per run: the mean over "
+        "its groups, per 100 rounds.",
         "utilization": "U / T: the share of what could be used that was used (1 is ideal).",
         "fair reference F_b": "the max-min fair split of Q over the brokers' demands (water-filling).",
         "Jain's index": "(sum x)^2 / (n sum x^2) of x_b = U_b / F_b over the brokers with F_b > 0; 1 when every "

@@ -2,7 +2,8 @@
 
 Definitions (DESIGN.md, "Analysis (Spark)"), per run, group, quota dimension and round: `Q` quota, `U` sum of
 the brokers' usage, `D` sum of their demand, target `T = min(Q, D)`;
-overshoot `max(0, U/Q - 1)`; utilization `U / T`; fair reference `F_b` the max-min fair split of `Q` over the
+overshoot `max(0, U/Q - 1)`; over quota when `U > 1.05 Q` (an unlimited quota never is), and `rounds_over_quota` the
+share of a group's rounds that are; utilization `U / T`; fair reference `F_b` the max-min fair split of `Q` over the
 brokers' demands; Jain's index of `x_b = U_b / F_b` over the brokers with `F_b > 0`, `(sum x)^2 / (n sum x^2)`;
 fairness error `sum_b |U_b - F_b| / Q`.
 
@@ -45,6 +46,7 @@ BROKER_ROUND = [*GROUP_ROUND, "broker"]
 CONVERGENCE_WINDOW = 3  # W: consecutive rounds that must all be settled
 TARGET_TOLERANCE = 0.05  # |U - T| <= 0.05 Q
 MIN_JAIN = 0.95
+OVER_QUOTA_TOLERANCE = 0.05  # a round is over quota when U > (1 + 0.05) Q: the report tolerance Pulsar allows
 
 BROKER_ROUNDS_SCHEMA = T.StructType(
     [
@@ -117,7 +119,7 @@ def _water_fill(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def group_rounds(broker_rounds: DataFrame) -> DataFrame:
-    """Per run, group, dimension and round: Q, U, D, T, overshoot, utilization, Jain, fairness error."""
+    """Per run, group, dimension and round: Q, U, D, T, overshoot, over quota, utilization, Jain, fairness error."""
     usage_over_fair = F.try_divide("usage", "fair")  # null where F_b = 0: only brokers with F_b > 0 count
     totals = broker_rounds.groupBy(*GROUP_ROUND).agg(
         F.max("t_s").alias("t_s"),
@@ -136,6 +138,7 @@ def group_rounds(broker_rounds: DataFrame) -> DataFrame:
     Q, U, D = F.col("quota"), F.col("usage"), F.col("demand")
     limited = F.col("quota") < math.inf
     target = F.least(Q, D)
+    over_quota = limited & (U > (1 + OVER_QUOTA_TOLERANCE) * Q)
     return totals.select(
         *GROUP_ROUND,
         "t_s",
@@ -146,6 +149,7 @@ def group_rounds(broker_rounds: DataFrame) -> DataFrame:
         target.alias("target"),
         "limit",
         F.when(Q > 0, F.greatest(F.lit(0.0), F.try_divide(U, Q) - 1)).alias("overshoot"),
+        over_quota.alias("over_quota"),
         F.try_divide(U, target).alias("utilization"),
         F.try_divide(F.col("sum_x") * F.col("sum_x"), F.col("fair_brokers") * F.col("sum_x2")).alias("jain"),
         F.when(limited, F.try_divide("fair_gap", Q)).alias("fairness_error"),
@@ -209,7 +213,8 @@ def convergence(group_rounds: DataFrame, events: DataFrame) -> DataFrame:
 
 
 def group_summary(group_rounds: DataFrame) -> DataFrame:
-    """Per run, group and dimension: peak overshoot, and means over the last quarter of the run's rounds."""
+    """Per run, group and dimension: peak overshoot, the share of rounds over quota, and means over the last
+    quarter of the run's rounds."""
     whole_run = W.partitionBy("run_id").rowsBetween(W.unboundedPreceding, W.unboundedFollowing)
     first_round, last_round = F.min("round").over(whole_run), F.max("round").over(whole_run)
     last_quarter_from = first_round + F.floor((last_round - first_round + 1) * 3 / 4)
@@ -219,13 +224,23 @@ def group_summary(group_rounds: DataFrame) -> DataFrame:
         .groupBy(*GROUP)
         .agg(
             F.max("overshoot").alias("peak_overshoot"),
+            F.avg(F.col("over_quota").cast("double")).alias("rounds_over_quota"),
             F.avg(F.when(in_last_quarter, F.col("utilization"))).alias("utilization"),
             F.avg(F.when(in_last_quarter, F.col("jain"))).alias("jain"),
             F.avg(F.when(in_last_quarter, F.col("fairness_error"))).alias("fairness_error"),
             F.avg("report_bytes").alias("report_bytes_per_round"),
             F.count("round").alias("rounds"),
         )
-        .select(*GROUP, "peak_overshoot", "utilization", "jain", "fairness_error", "report_bytes_per_round", "rounds")
+        .select(
+            *GROUP,
+            "peak_overshoot",
+            "rounds_over_quota",
+            "utilization",
+            "jain",
+            "fairness_error",
+            "report_bytes_per_round",
+            "rounds",
+        )
     )
 
 

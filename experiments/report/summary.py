@@ -72,8 +72,8 @@ def build_summary(manifests: dict[str, dict[str, Any]], results: Results) -> dic
     """`summary.json` as DESIGN.md shapes it, runs in the order given, groups by name, events by round.
 
     Extra keys: per run `status`, `rounds`, `reports_sent_per_round`, `reports_suppressed_per_round` and
-    `overall` (the groups' scores pooled, for comparing runs); per group `fairness_error`,
-    `report_bytes_per_round`; per event `target`.
+    `overall` (the groups' scores pooled, for comparing runs); per group `rounds_over_quota` (the share of its
+    rounds with U > 1.05 Q), `fairness_error`, `report_bytes_per_round`; per event `target`.
     """
     bandwidth = results.runs.set_index("run_id")
     events_by_group = dict(list(results.convergence.groupby(metrics.GROUP, sort=False)))
@@ -118,18 +118,26 @@ def _group_entry(row: Any, events: pd.DataFrame | None) -> dict[str, Any]:
             }
             for event in ([] if events is None else events.itertuples())
         ],
+        "rounds_over_quota": _number(row.rounds_over_quota),
         "fairness_error": _number(row.fairness_error),
         "report_bytes_per_round": _number(row.report_bytes_per_round),
     }
 
 
 def _overall(groups: list[dict[str, Any]]) -> dict[str, Any]:
-    """A run's scores over all its groups: the worst peak overshoot, mean scores, convergence over all events."""
+    """A run's scores over all its groups: the worst peak overshoot, mean scores, convergence over all events.
+
+    `rounds_over_quota` is the mean over groups of the share of rounds over quota (an unlimited group counts
+    as 0: it never is); `rounds_over_quota_per_100_rounds` is the same number per 100 rounds.
+    """
     waits = [event["rounds_to_converge"] for group in groups for event in group["events"]]
     converged = [wait for wait in waits if wait is not None]
     peaks = [group["peak_overshoot"] for group in groups if group["peak_overshoot"] is not None]
+    rounds_over_quota = _mean(group["rounds_over_quota"] for group in groups)
     return {
         "peak_overshoot": max(peaks, default=None),
+        "rounds_over_quota": rounds_over_quota,
+        "rounds_over_quota_per_100_rounds": None if rounds_over_quota is None else 100 * rounds_over_quota,
         "utilization": _mean(group["utilization"] for group in groups),
         "jain": _mean(group["jain"] for group in groups),
         "fairness_error": _mean(group["fairness_error"] for group in groups),

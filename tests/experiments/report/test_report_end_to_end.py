@@ -69,7 +69,7 @@ def test_summary_has_exactly_the_designed_shape(report):
     run_keys = {"run_id", "scenario", "policy", "bytes_published_per_round", "bytes_delivered_per_round", "groups"}
     run_extras = {"status", "rounds", "reports_sent_per_round", "reports_suppressed_per_round", "overall"}
     group_keys = {"group", "dimension", "peak_overshoot", "utilization", "jain", "events"}
-    group_extras = {"fairness_error", "report_bytes_per_round"}
+    group_extras = {"rounds_over_quota", "fairness_error", "report_bytes_per_round"}
     for run in summary["runs"]:
         assert set(run) == run_keys | run_extras
         for group in run["groups"]:
@@ -97,6 +97,7 @@ def test_summary_numbers(report):
             {"round": 0, "kind": "start", "rounds_to_converge": 2, "target": ""},  # rounds 2-4 settled
             {"round": 4, "kind": "channel", "rounds_to_converge": 0, "target": ""},
         ],
+        "rounds_over_quota": 0.25,  # rounds 0-1 at 120 > 105 of 8
         "fairness_error": 0.0,
         "report_bytes_per_round": 20.0,  # two brokers' 10 bytes
     }
@@ -105,6 +106,9 @@ def test_summary_numbers(report):
     assert group_b["fairness_error"] == pytest.approx(0.4)  # |30 - 50| / 50
     assert [event["rounds_to_converge"] for event in group_b["events"]] == [None, None]  # never on target
     assert first["overall"]["events_not_converged"] == 2 and first["overall"]["mean_rounds_to_converge"] == 1.0
+    assert group_b["rounds_over_quota"] == 0.0  # 30 of 50
+    assert first["overall"]["rounds_over_quota"] == 0.125  # the mean of 0.25 and 0
+    assert first["overall"]["rounds_over_quota_per_100_rounds"] == 12.5
     assert second["groups"][0]["peak_overshoot"] == pytest.approx(0.4)
     assert [event["kind"] for event in second["groups"][0]["events"]] == ["start"]
 
@@ -125,6 +129,7 @@ def test_report_html_is_one_page_with_figures_and_a_comparison(report):
     page = report.read_text()
     assert report.name == "report.html"
     assert "<h2>Comparison</h2>" in page and "policy.name=pulsar" in page
+    assert "<th>rounds over quota / 100 rounds</th>" in page and "<td>12.5</td>" in page
     # comparison + per run: bandwidth + 2 groups
     assert page.count('<img src="data:image/png;base64,') == 1 + 2 * 3
     assert "Run r1" in page and "Run r2" in page and A in page

@@ -203,10 +203,29 @@ def test_group_summary_peak_and_last_quarter_means(spark):
     rows = [rounds_row(r, "a", usage=u, demand=100) for r, u in enumerate(usages)]
     [summary] = metrics.group_summary(group_rounds_of(spark, rows)).collect()
     assert summary["peak_overshoot"] == pytest.approx(0.2)
+    assert summary["rounds_over_quota"] == pytest.approx(1 / 8)  # 120 > 105; 100 is not over
     assert summary["utilization"] == pytest.approx(0.5)
     assert summary["jain"] == pytest.approx(1.0)
     assert summary["fairness_error"] == pytest.approx(0.5)  # |40-100| and |60-100| over Q = 100
     assert summary["report_bytes_per_round"] == 10.0 and summary["rounds"] == 8
+
+
+def test_rounds_over_quota_counts_only_rounds_more_than_5_percent_over(spark):
+    # 10 rounds at Q = 100: three over by more than 5% (106, 120, 150), one over by exactly 5% (105, not
+    # counted), one just under the quota, five well under -> 3 of 10.
+    usages = [106, 120, 150, 105, 99, 50, 50, 50, 50, 50]
+    rows = [rounds_row(r, "a", usage=u / 2, demand=80) for r, u in enumerate(usages)]
+    rows += [rounds_row(r, "b", usage=u / 2, demand=80) for r, u in enumerate(usages)]
+    # an unlimited group is never over, however much it uses; a quota of 0 with usage is
+    rows += [rounds_row(r, "a", usage=1e6, demand=1e6, quota=math.inf, group="free") for r in range(4)]
+    rows += [rounds_row(r, "a", usage=1 if r == 0 else 0, demand=1, quota=0, group="closed") for r in range(4)]
+    group_rounds = group_rounds_of(spark, rows)
+    over = by_key(group_rounds.filter("group = 'g'"), "round")
+    assert [over[(r,)]["over_quota"] for r in range(10)] == [True, True, True, False, False, *[False] * 5]
+    summary = by_key(metrics.group_summary(group_rounds), "group")
+    assert summary[("g",)]["rounds_over_quota"] == pytest.approx(0.3)
+    assert summary[("free",)]["rounds_over_quota"] == 0.0
+    assert summary[("closed",)]["rounds_over_quota"] == pytest.approx(0.25)
 
 
 def test_bandwidth_per_round_per_broker_and_per_run(spark):

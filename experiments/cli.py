@@ -1,7 +1,7 @@
 """The `quotalab` command: one subcommand per module, each registering itself with `register(subparsers)`.
 
-A user mistake (bad scenario, missing run directory) raises `UserError`; it is printed as one line and the
-command exits with status 2, without a traceback.
+A user mistake (bad scenario, missing run directory) raises `experiments.errors.UserError`; it is printed as
+one line and the command exits with status 2, without a traceback.
 """
 
 from __future__ import annotations
@@ -10,11 +10,9 @@ import argparse
 import importlib
 import sys
 
+from experiments.errors import UserError
+
 SUBCOMMANDS = ("experiments.run", "experiments.report.command", "experiments.sweep.command", "experiments.demo")
-
-
-class UserError(Exception):
-    """A mistake in what the user gave us: reported as one line, exit status 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,7 +17,7 @@ from actors.backends import make_backend
 from actors.config import Scenario
 from actors.lockstep import run_lockstep
 from actors.telemetry import TelemetryWriter
-from experiments.cli import UserError
+from experiments.errors import UserError
 from experiments.scenario import load_scenario
 
 

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from actors.telemetry import SCHEMAS
-from experiments.cli import UserError
+from experiments.errors import UserError
 
 SPARK_TYPES = {
     pa.string(): T.StringType(),

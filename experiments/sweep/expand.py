@@ -17,7 +17,8 @@ from typing import Any
 
 import yaml
 
-from experiments.scenario import ScenarioError, parse_scenario
+from experiments.errors import ScenarioError
+from experiments.scenario import parse_scenario
 from experiments.sweep.spec import Sweep, blame
 
 HASH_LENGTH = 6

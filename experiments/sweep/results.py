@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 from pyspark.sql import SparkSession
 
-from experiments.cli import UserError
+from experiments.errors import UserError
 from experiments.report.session import spark_session
 from experiments.sweep.execute import is_complete, run_record
 from experiments.sweep.expand import SweepPlan, fragment

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from actors.config import Scenario
-from experiments.scenario import LocatedError, ScenarioError, apply_overrides, parse_scenario, read_yaml
+from experiments.errors import LocatedError, ScenarioError
+from experiments.scenario import apply_overrides, parse_scenario, read_yaml
 from experiments.sweep.metrics import METRICS
 
 DEFAULT_OBJECTIVE = {

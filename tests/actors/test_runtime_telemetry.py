@@ -222,7 +222,7 @@ def test_a_driver_failure_is_recorded_as_failed(tmp_path, monkeypatch):
 def test_a_run_directory_is_never_reused(tmp_path):
     scenario = shipped("pip82-equal-example", rounds=2)
     run_scenario(scenario, tmp_path / "run", progress=False)
-    from experiments.cli import UserError
+    from experiments.errors import UserError
 
     with pytest.raises(UserError, match="already holds a run"):
         run_scenario(scenario, tmp_path / "run", progress=False)

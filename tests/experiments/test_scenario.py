@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import experiments
 from actors.config import BurstSpec, ChannelSpec, EventSpec, GroupSpec, PolicySpec, Profile, Scenario
-from experiments.cli import UserError
+from experiments.errors import UserError
 from experiments.scenario import ScenarioError, apply_overrides, load_scenario, parse_scenario
 
 SCENARIOS = Path(experiments.__file__).parent / "scenarios"

@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from experiments.cli import UserError, main
+from experiments.cli import main
+from experiments.errors import UserError
 from experiments.report import build_report
 from experiments.report.command import default_out
 

@@ -1,0 +1,43 @@
+"""Scenario files: YAML in, a validated `actors.config.Scenario` out, or one line saying what is wrong.
+
+Everything is checked before anything starts: unknown keys at every level, types, ranges, names that refer
+to groups or brokers, event rounds, policy names and parameters, rate profiles. A mistake raises
+`ScenarioError`, whose message is one line: `file: dotted.key[index]: problem`.
+
+- `reading`: the strict YAML loader, dotted overrides, `load_scenario` and `parse_scenario`.
+- `converter`: allowed keys are the fields of the dataclasses in `actors.config` (a section's defaults are
+  theirs); plain fields (int, float, bool, str) are converted and range-checked from their annotations with
+  the rules in `converter._RULES`.
+- `sections`: the structured keys (policy, quotas, groups, brokers, workloads, profiles, traces, channel).
+- `events`: one parser per event kind, and the broker lifecycle.
+- `generation`: the `generated:` block, a synthetic cluster.
+
+Decisions that a scenario author should know:
+
+- Quotas are numbers >= 0 or the string `unlimited` (stored as -1.0); a negative number is refused.
+- A broker's first join is its `join_at` (0: up from the start). Events follow a lifecycle per broker:
+  `crash` and `leave` need a broker that is up, `restart` one that crashed, and `join` one that left
+  (a `join` of a broker that is up or not yet joined is refused: set its `join_at` instead).
+- A `demand` event sets the rate of one broker's group (adding the group to that broker if it did not
+  serve it); its profile counts rounds from the event. It may target a broker that is down.
+- A `channel` event changes any channel setting but `shards` and `routing` (the topology is fixed at the
+  start); `partitions: []` heals every partition.
+- `trace` files are read when the scenario loads (relative to the scenario file), so a run never depends
+  on them later.
+- `generated:` replaces `groups` and `brokers` for scenarios too big to write by hand (see
+  `generation.generated`).
+"""
+
+from experiments.errors import ScenarioError
+from experiments.scenario.reading import apply_overrides, load_scenario, parse_scenario, read_scenario, read_yaml
+from experiments.scenario.sections import UNLIMITED
+
+__all__ = [
+    "UNLIMITED",
+    "ScenarioError",
+    "apply_overrides",
+    "load_scenario",
+    "parse_scenario",
+    "read_scenario",
+    "read_yaml",
+]

@@ -1,0 +1,149 @@
+"""Reading a scenario: YAML with a strict loader, dotted overrides, then the whole file checked section by section."""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from actors.config import ChannelSpec, CleanupSpec, RealtimeSpec, ReportingSpec, Scenario
+from experiments import checks
+from experiments.errors import ScenarioError
+from experiments.scenario import converter, events, generation, sections
+
+
+def load_scenario(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Scenario:
+    """Read, override and validate the scenario file at `path`; trace files are relative to its folder."""
+    data = read_scenario(path)
+    if overrides:
+        data = apply_overrides(data, overrides)
+    return parse_scenario(data, str(path))
+
+
+def read_scenario(path: str | Path) -> dict[str, Any]:
+    """The raw mapping of the scenario file at `path`, not yet validated (a sweep overrides it first)."""
+    source = str(path)
+    return _top_level(read_yaml(Path(path), source), source)
+
+
+def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
+    """Validate the raw mapping of a scenario file.
+
+    `source` names the file in errors, and trace files are read relative to its folder (the current
+    directory for the default '<scenario>').
+    """
+    try:
+        return _scenario(_top_level(data, source), Path(source).parent)
+    except checks.FieldError as invalid:
+        raise ScenarioError(source, invalid.key, invalid.problem) from None
+
+
+def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of `data` with each dotted key of `overrides` set, creating mappings on the way.
+
+    `{"policy.params.steal_fraction": 0.25}` sets `data["policy"]["params"]["steal_fraction"]`. Values are
+    taken as given (parse command-line strings with `yaml.safe_load` first); validation comes after.
+    """
+    result = copy.deepcopy(dict(data))
+    for dotted, value in overrides.items():
+        parts = dotted.split(".")
+        if not all(parts):
+            raise ScenarioError("override", dotted, "not a dotted key like policy.params.steal_fraction")
+        node = result
+        for depth, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                where = ".".join(parts[: depth + 1])
+                raise ScenarioError("override", dotted, f"{where} holds {checks.show(child)}, not a mapping")
+            node = child
+        node[parts[-1]] = copy.deepcopy(value)
+    return result
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (PyYAML keeps the last silently) and reads `1e3` as a float."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, str | int | float | bool):
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+# YAML 1.1 wants a dot and a signed exponent (1.0e+3); YAML 1.2 and every user also mean 1e3 and 1.5e-2.
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)[eE][-+]?\d+$"),
+    list("-+0123456789."),
+)
+
+
+def read_yaml(path: Path, source: str) -> Any:
+    """The YAML document at `path` (strict: no duplicate keys); a problem is a `ScenarioError` naming `source`."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(source, "", "no such file") from None
+    except UnicodeDecodeError:
+        raise ScenarioError(source, "", "not a UTF-8 text file") from None
+    except OSError as error:
+        raise ScenarioError(source, "", f"cannot read: {error.strerror}") from None
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = " ".join(str(error.problem or error.context).split())
+        raise ScenarioError(source, where, f"invalid YAML: {problem}") from None
+    except yaml.YAMLError as error:
+        raise ScenarioError(source, "", f"invalid YAML: {' '.join(str(error).split())}") from None
+
+
+def _top_level(data: Any, source: str) -> dict[str, Any]:
+    if data is None:
+        raise ScenarioError(source, "", "the scenario is empty")
+    if not isinstance(data, dict):
+        raise ScenarioError(source, "", f"a scenario must be a mapping of keys, got {checks.show(data)}")
+    return data
+
+
+
+def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
+    checks.mapping(top, "", converter.names(Scenario), required=("name",))
+    settings = converter.plain_fields(Scenario, top, "")
+    context = sections.Context(rounds=settings.get("rounds", Scenario.rounds), base_dir=base_dir)
+    if "generated" in top:
+        for clash in ("groups", "brokers"):
+            if clash in top:
+                raise checks.FieldError(clash, "cannot be given with 'generated', which writes the groups and brokers")
+        seed = settings.get("seed", Scenario.seed)
+        groups, brokers, generated = generation.generated(top["generated"], "generated", seed)
+    else:
+        for missing in ("groups", "brokers"):
+            if missing not in top:
+                raise checks.FieldError(missing, "required (or a 'generated' block)")
+        groups = sections.groups(top["groups"], "groups")
+        brokers = sections.brokers(top["brokers"], "brokers", replace(context, groups=sections.by_name(groups)))
+        generated = None
+    context = replace(context, groups=sections.by_name(groups), brokers=sections.by_name(brokers))
+    return Scenario(
+        **settings,
+        groups=groups,
+        brokers=brokers,
+        policy=sections.policy(top.get("policy", {}), "policy"),
+        reporting=converter.plain_section(ReportingSpec, top.get("reporting", {}), "reporting"),
+        cleanup=converter.plain_section(CleanupSpec, top.get("cleanup", {}), "cleanup"),
+        channel=ChannelSpec(**sections.channel(top.get("channel", {}), "channel", context)),
+        events=events.events(top.get("events", []), "events", context, brokers),
+        realtime=converter.plain_section(RealtimeSpec, top.get("realtime", {}), "realtime"),
+        generated=generated,
+    )

@@ -1,0 +1,199 @@
+"""The sections of a scenario that hold more than plain fields: policy, quotas, groups, brokers and their
+workloads, rate profiles (with trace files), the channel and its partitions.
+
+Each parser takes the raw value and its dotted key, and raises `checks.FieldError` naming the key.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from actors import workload
+from actors.config import (
+    DIMENSIONS,
+    BrokerSpec,
+    BurstSpec,
+    ChannelSpec,
+    GroupSpec,
+    PolicySpec,
+    Profile,
+    WorkloadSpec,
+)
+from allocator import policies
+from experiments import checks
+from experiments.scenario import converter
+
+UNLIMITED = "unlimited"  # the spelling of an unlimited quota (stored as -1.0)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What names and rounds refer to, for the sections that refer to them (names in file order)."""
+
+    rounds: int
+    base_dir: Path
+    groups: Collection[str] = ()
+    brokers: Collection[str] = ()
+
+
+def by_name(items: Sequence[GroupSpec] | Sequence[BrokerSpec]) -> dict[str, None]:
+    """The names of `items` in order, for `Context` (a dict: fast membership, file order kept)."""
+    return dict.fromkeys(item.name for item in items)
+
+
+def policy(raw: Any, key: str) -> PolicySpec:
+    """A policy of `allocator.policies.POLICIES`, its parameters checked by the policy itself."""
+    body = converter.body(PolicySpec, raw, key)
+    name = converter.plain_fields(PolicySpec, body, key).get("name", PolicySpec.name)
+    if name not in policies.POLICIES:
+        raise checks.FieldError(
+            checks.at(key, "name"), f"unknown policy {name!r} (known: {', '.join(policies.POLICIES)})"
+        )
+    params_key = checks.at(key, "params")
+    params = checks.mapping(body.get("params", {}), params_key)
+    try:
+        policies.check_params(name, params)  # the policy checks its own parameters and their values
+    except ValueError as error:
+        raise checks.FieldError(params_key, str(error)) from None
+    return PolicySpec(name=name, params=dict(params))
+
+
+def _quota_value(value: Any, key: str) -> float:
+    if value == UNLIMITED:
+        return -1.0
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+        raise checks.FieldError(key, f"must be a number >= 0 or '{UNLIMITED}', got {checks.show(value)}")
+    return float(value)
+
+
+def quota(raw: Any, key: str, also_allowed: Sequence[str] = ()) -> dict[str, float]:
+    """Dimension -> rate per second; at least one of DIMENSIONS. `also_allowed` keys are skipped here."""
+    body = checks.mapping(raw, key, (*also_allowed, *DIMENSIONS))
+    rates = {dim: _quota_value(body[dim], checks.at(key, dim)) for dim in DIMENSIONS if dim in body}
+    if not rates:
+        raise checks.FieldError(key, f"must set at least one of {', '.join(DIMENSIONS)}")
+    return rates
+
+
+def groups(raw: Any, key: str) -> tuple[GroupSpec, ...]:
+    """A non-empty list of groups with distinct names, each with a quota."""
+    specs = []
+    for index, item in enumerate(checks.list_of(raw, key)):
+        item_key = checks.at(key, index)
+        body = converter.body(GroupSpec, item, item_key)
+        rates = quota(body["quota"], checks.at(item_key, "quota"))
+        specs.append(GroupSpec(**converter.plain_fields(GroupSpec, body, item_key), quota=rates))
+    checks.unique(specs, key, "group")
+    return tuple(specs)
+
+
+def brokers(raw: Any, key: str, context: Context) -> tuple[BrokerSpec, ...]:
+    """A non-empty list of brokers with distinct names, each serving known groups at most once."""
+    join_rule = {"join_at": checks.rounds_range(context.rounds)}
+    specs = []
+    for index, item in enumerate(checks.list_of(raw, key)):
+        item_key = checks.at(key, index)
+        body = converter.body(BrokerSpec, item, item_key)
+        workload_key = checks.at(item_key, "workload")
+        workloads = tuple(
+            _workload(entry, checks.at(workload_key, position), context)
+            for position, entry in enumerate(checks.list_of(body.get("workload", []), workload_key, non_empty=False))
+        )
+        checks.unique(workloads, workload_key, "group", attr="group")
+        plain = converter.plain_fields(BrokerSpec, body, item_key, join_rule)
+        specs.append(BrokerSpec(**plain, workload=workloads))
+    checks.unique(specs, key, "broker")
+    return tuple(specs)
+
+
+def _workload(raw: Any, key: str, context: Context) -> WorkloadSpec:
+    body = converter.body(WorkloadSpec, raw, key)
+    plain = converter.plain_fields(WorkloadSpec, body, key)
+    checks.known(plain["group"], checks.at(key, "group"), context.groups, "group")
+    return WorkloadSpec(**plain, msgs_per_s=profile(body["msgs_per_s"], checks.at(key, "msgs_per_s"), context))
+
+
+def profile(value: Any, key: str, context: Context) -> Profile:
+    """A rate: a number (constant) or a mapping naming one profile of `actors.workload.PROFILES`."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        kind, params, params_key = "constant", {"rate": value}, key
+    elif isinstance(value, dict) and len(value) == 1:
+        body = checks.mapping(value, key, tuple(workload.PROFILES))
+        ((kind, spec),) = body.items()
+        params_key = checks.at(key, kind)
+        params = _read_trace(spec, params_key, context) if kind == "trace" else dict(checks.mapping(spec, params_key))
+    else:
+        raise checks.FieldError(
+            key, f"must be a number or one profile ({', '.join(workload.PROFILES)}), got {checks.show(value)}"
+        )
+    try:
+        workload.check_profile(kind, params)
+    except workload.ProfileError as error:
+        if kind == "trace":  # its params come from the file: name the file, not a key the user never wrote
+            raise checks.FieldError(params_key, f"{value['trace']}: {error}") from None
+        where = key if params_key == key else checks.at(params_key, error.param)  # a bare number is the rate
+        raise checks.FieldError(where, error.problem) from None
+    return Profile(kind, params)
+
+
+def _read_trace(value: Any, key: str, context: Context) -> dict[str, list]:
+    """A CSV file with columns `round,msgs_per_s`, relative to the scenario's folder, as profile params."""
+    name = checks.string(value, key)
+    try:
+        text = (context.base_dir / name).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise checks.FieldError(key, f"no such file {name!r} (relative to {context.base_dir})") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise checks.FieldError(key, f"cannot read {name!r}: {error}") from None
+    reader = csv.DictReader(io.StringIO(text))
+    if not {"round", "msgs_per_s"} <= set(reader.fieldnames or ()):
+        raise checks.FieldError(
+            key, f"{name}: needs the columns round,msgs_per_s, got {','.join(reader.fieldnames or ())}"
+        )
+    rounds, rates = [], []
+    for row in reader:
+        try:
+            rounds.append(int(row["round"]))
+            rates.append(float(row["msgs_per_s"]))
+        except (TypeError, ValueError):
+            raise checks.FieldError(
+                key, f"{name} line {reader.line_num}: round must be an integer and msgs_per_s a number"
+            ) from None
+    return {"rounds": rounds, "rates": rates}
+
+
+def channel(raw: Any, key: str, context: Context, exclude: Sequence[str] = ()) -> dict[str, Any]:
+    """Channel settings present in `raw` (ChannelSpec keys but `exclude`), converted."""
+    body = checks.mapping(raw, key, [name for name in converter.names(ChannelSpec) if name not in exclude])
+    settings = converter.plain_fields(ChannelSpec, body, key)
+    if "burst" in body:
+        burst = body["burst"]
+        settings["burst"] = (
+            None if burst is None else converter.plain_section(BurstSpec, burst, checks.at(key, "burst"))
+        )
+    if "partitions" in body:
+        settings["partitions"] = _partitions(body["partitions"], checks.at(key, "partitions"), context)
+    return settings
+
+
+def _partitions(raw: Any, key: str, context: Context) -> tuple[tuple[str, ...], ...]:
+    """Lists of broker names, each broker in one list at most."""
+    seen: dict[str, str] = {}
+    partitions = []
+    for index, members in enumerate(checks.list_of(raw, key, non_empty=False)):
+        part_key = checks.at(key, index)
+        for position, member in enumerate(checks.list_of(members, part_key)):
+            member_key = checks.at(part_key, position)
+            name = checks.known(member, member_key, context.brokers, "broker")
+            if name in seen:
+                raise checks.FieldError(member_key, f"broker {name!r} is already in {seen[name]}")
+            seen[name] = part_key
+        partitions.append(tuple(members))
+    return tuple(partitions)
+

@@ -1,8 +1,13 @@
 """Read run directories (`manifest.json` and the Parquet tables) into DataFrames unioned over the runs.
 
 The columns and types are the contract in docs/architecture.md; every table is cast to it on read, so a
-writer that widens a type (int64 rounds, say) still reports. `run_id` is taken from the manifest (or the
-directory name, `runs/<run_id>/`), not trusted from each row.
+writer that widens a type (int64 rounds, say) still reports.
+
+`run_id` has one source: the column the telemetry writer puts in every row. Before Spark starts, each part's
+values are checked against the manifest's `run_id` (from the Parquet footer's statistics, so no data is read
+unless a writer left them out), and a part that holds another run's id is refused: a run directory copied
+together from two runs would otherwise report as one. The directory's name plays no part (a run directory
+may be renamed).
 """
 
 from __future__ import annotations
@@ -51,36 +56,50 @@ class Runs:
     manifests: dict[str, dict[str, Any]]  # in the order the run directories were given
 
 
+@dataclass(frozen=True)
+class RunDirectory:
+    """One checked run directory: its manifest and each table's Parquet part files."""
+
+    path: Path
+    manifest: dict[str, Any]
+    parts: dict[str, list[Path]]  # table name -> part files (none for a table the run wrote nothing to)
+
+
 def load_runs(spark: SparkSession, run_dirs: list[Path] | list[str]) -> Runs:
     """Read each `RUN_DIR/{manifest.json, rounds/, messages/, events/}`; a missing piece is a `UserError`.
 
-    Each table is one Parquet scan over every run, not one scan per run unioned: a sweep reports on a hundred
-    runs or more, and per-run scans (listing, planning, a union of hundreds of plans) cost seconds each.
+    Each table is one Parquet scan over every run's part files, not one scan per run unioned: a sweep reports
+    on a hundred runs or more, and per-run scans (listing, planning, a union of hundreds of plans) cost seconds
+    each.
     """
     located = read_manifests(run_dirs)
     return Runs(
-        **{name: _read_table(spark, name, schema, located) for name, schema in TABLES.items()},
-        manifests={run_id: manifest for run_id, (_, manifest) in located.items()},
+        **{
+            name: _read_table(spark, schema, [run.parts[name] for run in located.values()])
+            for name, schema in TABLES.items()
+        },
+        manifests={run_id: run.manifest for run_id, run in located.items()},
     )
 
 
-def read_manifests(run_dirs: list[Path] | list[str]) -> dict[str, tuple[Path, dict[str, Any]]]:
+def read_manifests(run_dirs: list[Path] | list[str]) -> dict[str, RunDirectory]:
     """Check the run directories without Spark (a mistake fails at once, not after the JVM has started).
 
-    Returns run_id -> (directory, manifest), in the order given.
+    Returns run_id -> its checked directory, in the order given.
     """
     if not run_dirs:
         raise UserError("no run directory given")
-    located: dict[str, tuple[Path, dict[str, Any]]] = {}
+    located: dict[str, RunDirectory] = {}
     for run_dir in map(Path, run_dirs):
         manifest = _read_manifest(run_dir)
-        run_id = str(manifest.get("run_id") or run_dir.name)
+        run_id = manifest.get("run_id")
+        if not isinstance(run_id, str) or not run_id:
+            raise UserError(f"{run_dir / 'manifest.json'}: no run_id")
         if run_id in located:
             raise UserError(f"{run_dir}: run {run_id!r} is given twice")
-        for name in TABLES:
-            if not (run_dir / name).is_dir():
-                raise UserError(f"{run_dir / name}: missing telemetry table")
-        located[run_id] = (run_dir, manifest)
+        located[run_id] = RunDirectory(
+            run_dir, manifest, {name: _checked_parts(run_dir, name, schema, run_id) for name, schema in TABLES.items()}
+        )
     return located
 
 
@@ -99,25 +118,43 @@ def _read_manifest(run_dir: Path) -> dict[str, Any]:
     return manifest
 
 
-def _read_table(
-    spark: SparkSession, name: str, schema: T.StructType, located: dict[str, tuple[Path, dict[str, Any]]]
-) -> DataFrame:
-    """Table `name` of every run, cast to `schema`, with `run_id` mapped from the directory each part file
-    is in; runs without parts (no events, say) add no rows."""
-    run_of_directory: dict[str, str] = {}
-    for run_id, (run_dir, _) in located.items():
-        parts = sorted(part for part in (run_dir / name).rglob("*.parquet") if not part.name.startswith((".", "_")))
-        if not parts:
-            continue
-        missing = [field.name for field in schema if field.name not in pq.read_schema(parts[0]).names + ["run_id"]]
+def _checked_parts(run_dir: Path, name: str, schema: T.StructType, run_id: str) -> list[Path]:
+    """The part files of table `name`, each checked to have the table's columns and only `run_id` in its rows."""
+    table_dir = run_dir / name
+    if not table_dir.is_dir():
+        raise UserError(f"{table_dir}: missing telemetry table")
+    parts = sorted(part for part in table_dir.glob("*.parquet") if not part.name.startswith((".", "_")))
+    for part in parts:
+        metadata = pq.read_metadata(part)
+        names = metadata.schema.to_arrow_schema().names
+        missing = [field.name for field in schema if field.name not in names]
         if missing:
-            raise UserError(f"{run_dir / name}: missing columns {', '.join(missing)}")
-        run_of_directory[str((run_dir / name).resolve()).lstrip("/")] = run_id
-    if not run_of_directory:
+            raise UserError(f"{part}: missing columns {', '.join(missing)}")
+        others = _run_ids(part, metadata, names.index("run_id")) - {run_id}
+        if others:
+            held = ", ".join(sorted(map(repr, others)))
+            raise UserError(f"{run_dir}: {name}/{part.name} holds run_id {held}, not the manifest's {run_id!r}")
+    return parts
+
+
+def _run_ids(part: Path, metadata: pq.FileMetaData, column: int) -> set[str | None]:
+    """The run_id values of one part: its row groups' min and max when every one has them and no null (the
+    footer alone), else the column read and deduplicated."""
+    values: set[str | None] = set()
+    for index in range(metadata.num_row_groups):
+        statistics = metadata.row_group(index).column(column).statistics
+        if statistics is None or not statistics.has_min_max or statistics.null_count != 0:
+            return set(pq.read_table(part, columns=["run_id"]).column("run_id").unique().to_pylist())
+        values |= {statistics.min, statistics.max}
+    return values
+
+
+def _read_table(spark: SparkSession, schema: T.StructType, parts_per_run: list[list[Path]]) -> DataFrame:
+    """One table of every run, from the part files already checked, cast to `schema`; runs without parts (no
+    events, say) add no rows."""
+    parts = [str(part.resolve()) for parts in parts_per_run for part in parts]
+    if not parts:
         return spark.createDataFrame([], schema)
-    directory = F.url_decode(F.regexp_extract(F.col("_metadata.file_path"), r"^(?:file:)?/*(.*)/[^/]+$", 1))
-    run_ids = F.create_map(*[F.lit(text) for pair in run_of_directory.items() for text in pair])
-    return spark.read.parquet(*["/" + directory for directory in run_of_directory]).select(
-        run_ids[directory].alias("run_id"),
-        *[F.col(field.name).cast(field.dataType).alias(field.name) for field in schema if field.name != "run_id"],
+    return spark.read.parquet(*parts).select(
+        *[F.col(field.name).cast(field.dataType).alias(field.name) for field in schema]
     )

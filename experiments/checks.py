@@ -14,7 +14,7 @@ from typing import Any
 
 
 class FieldError(Exception):
-    """A problem at a dotted key; `parse_scenario` adds the file name."""
+    """A problem at a dotted key; the parser of the file (`parse_scenario`, `parse_sweep`) adds the file name."""
 
     def __init__(self, key: str, problem: str) -> None:
         super().__init__(f"{key}: {problem}")
@@ -102,10 +102,10 @@ def string(value: Any, key: str, choices: Sequence[str] | None = None) -> str:
     return value
 
 
-def known(value: Any, key: str, names: Collection[str], what: str) -> str:
+def known(value: Any, key: str, names: Collection[str], what: str, shown: int = 6) -> str:
     name = string(value, key)
     if name not in names:
-        raise FieldError(key, f"unknown {what} {name!r} (known: {listing(names)})")
+        raise FieldError(key, f"unknown {what} {name!r} (known: {listing(names, shown)})")
     return name
 
 
@@ -115,6 +115,15 @@ def list_of(value: Any, key: str, non_empty: bool = True) -> list[Any]:
     if non_empty and not value:
         raise FieldError(key, "must not be empty")
     return value
+
+
+def bounds(value: Any, key: str, valid: Range = ANY, integer: bool = False) -> tuple[Any, Any]:
+    """`[low, high]`: two numbers in `valid`, as written (how low and high must compare is the caller's rule)."""
+    pair = list_of(value, key)
+    if len(pair) != 2:
+        raise FieldError(key, f"must be [low, high], got {len(pair)} numbers")
+    low, high = (number(bound, at(key, index), valid, integer) for index, bound in enumerate(pair))
+    return low, high
 
 
 def mapping(value: Any, key: str, allowed: Sequence[str] | None = None, required: Sequence[str] = ()) -> dict[str, Any]:

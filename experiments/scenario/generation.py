@@ -85,12 +85,8 @@ def _uniform(value: Any, key: str) -> tuple[float, float]:
     """`msgs_per_s` of a generated block: a number, or `{uniform: [low, high]}`."""
     if isinstance(value, dict):
         bounds_key = checks.at(key, "uniform")
-        bounds = checks.list_of(checks.mapping(value, key, ("uniform",), ("uniform",))["uniform"], bounds_key)
-        if len(bounds) != 2:
-            raise checks.FieldError(bounds_key, f"must be [low, high], got {len(bounds)} numbers")
-        low, high = (
-            float(checks.number(b, checks.at(bounds_key, i), checks.NON_NEGATIVE)) for i, b in enumerate(bounds)
-        )
+        bounds = checks.mapping(value, key, ("uniform",), ("uniform",))["uniform"]
+        low, high = (float(bound) for bound in checks.bounds(bounds, bounds_key, checks.NON_NEGATIVE))
         if low > high:
             raise checks.FieldError(bounds_key, f"low must be <= high, got [{low}, {high}]")
         return low, high

@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from actors.config import Scenario
+from experiments import checks
 from experiments.errors import LocatedError, ScenarioError
-from experiments.scenario import apply_overrides, parse_scenario, read_yaml
+from experiments.scenario import apply_overrides, parse_scenario, read_scenario, read_yaml
 from experiments.sweep.metrics import METRICS
 
 DEFAULT_OBJECTIVE = {
@@ -147,41 +148,11 @@ def load_sweep(path: str | Path) -> Sweep:
 def parse_sweep(data: Any, source: str = "<sweep>", base_dir: Path = Path()) -> Sweep:
     """Validate the raw mapping of a sweep file; `base` is read relative to `base_dir`."""
     if not isinstance(data, dict):
-        raise SweepError(source, "", f"a sweep must be a mapping of keys, got {_show(data)}")
-    for key in data:
-        if key not in _TOP_LEVEL:
-            raise SweepError(source, str(key), f"unknown key (allowed: {', '.join(_TOP_LEVEL)})")
-    for key in ("name", "base", "seeds"):
-        if key not in data:
-            raise SweepError(source, key, "required")
-    if ("grid" in data) == ("random" in data):
-        raise SweepError(source, "", "needs exactly one of 'grid' and 'random'")
-
-    check = _Checker(source)
-    name = check.string(data["name"], "name")
-    if not _NAME.match(name):
-        raise check.fail("name", f"must be letters, digits, '.', '_' or '-' (it names a directory), got {name!r}")
-    base, base_data = check.base(data["base"], base_dir)
-    fixed = check.overrides(data.get("fixed", {}), "fixed")
-    if "grid" in data:
-        grid, search = check.grid(data["grid"]), None
-        check.no_overlap(grid, "grid", fixed)
-    else:
-        grid, search = None, check.random(data["random"], name)
-        check.no_overlap(search.space, "random.space", fixed)
-
-    sweep = Sweep(
-        name=name,
-        source=source,
-        base=base,
-        base_data=base_data,
-        seeds=check.seeds(data["seeds"]),
-        fixed=fixed,
-        grid=grid,
-        random=search,
-        objective=check.objective(data.get("objective", DEFAULT_OBJECTIVE)),
-        description=check.string(data["description"], "description") if "description" in data else "",
-    )
+        raise SweepError(source, "", f"a sweep must be a mapping of keys, got {checks.show(data)}")
+    try:
+        sweep = _sweep(data, source, base_dir)
+    except checks.FieldError as invalid:
+        raise SweepError(source, invalid.key, invalid.problem) from None
     _check_values(sweep)
     return sweep
 
@@ -221,14 +192,6 @@ def _try(sweep: Sweep, overrides: dict[str, Any], where: str, with_fixed: bool =
         raise blame(sweep, where, error) from None
 
 
-def _show(value: Any) -> str:
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return "null" if value is None else repr(value)
-
-
 def _default_seed(name: str) -> int:
     """A stable seed from the sweep's name (Python's `hash` of a string changes between processes)."""
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big")
@@ -237,138 +200,138 @@ def _default_seed(name: str) -> int:
 _DISTRIBUTIONS = ("uniform", "loguniform", "int_uniform", "choice")
 
 
-class _Checker:
-    """One method per kind of sweep key; each returns the converted value or raises SweepError at `key`."""
+# The sweep's own keys: each function returns the converted value or raises `checks.FieldError` at its key.
 
-    def __init__(self, source: str) -> None:
-        self.source = source
 
-    def fail(self, key: str, problem: str) -> SweepError:
-        return SweepError(self.source, key, problem)
+def _sweep(data: dict[str, Any], source: str, base_dir: Path) -> Sweep:
+    checks.mapping(data, "", _TOP_LEVEL, required=("name", "base", "seeds"))
+    if ("grid" in data) == ("random" in data):
+        raise checks.FieldError("", "needs exactly one of 'grid' and 'random'")
+    name = checks.string(data["name"], "name")
+    if not _NAME.match(name):
+        problem = f"must be letters, digits, '.', '_' or '-' (it names a directory), got {name!r}"
+        raise checks.FieldError("name", problem)
+    base, base_data = _base(data["base"], base_dir)
+    fixed = _overrides(data.get("fixed", {}), "fixed")
+    if "grid" in data:
+        grid, search = _grid(data["grid"]), None
+        _no_overlap(grid, "grid", fixed)
+    else:
+        grid, search = None, _random(data["random"], name)
+        _no_overlap(search.space, "random.space", fixed)
+    return Sweep(
+        name=name,
+        source=source,
+        base=base,
+        base_data=base_data,
+        seeds=_seeds(data["seeds"]),
+        fixed=fixed,
+        grid=grid,
+        random=search,
+        objective=_objective(data.get("objective", DEFAULT_OBJECTIVE)),
+        description=checks.string(data["description"], "description") if "description" in data else "",
+    )
 
-    def string(self, value: Any, key: str) -> str:
-        if not isinstance(value, str) or not value:
-            raise self.fail(key, f"must be a non-empty string, got {_show(value)}")
-        return value
 
-    def mapping(self, value: Any, key: str, allowed: tuple[str, ...] | None = None) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise self.fail(key, f"must be a mapping, got {_show(value)}")
-        for name in value:
-            if allowed is not None and name not in allowed:
-                raise self.fail(f"{key}.{name}", f"unknown key (allowed: {', '.join(allowed)})")
-        return value
+def _base(value: Any, base_dir: Path) -> tuple[Path, dict[str, Any]]:
+    path = base_dir / checks.string(value, "base")
+    try:
+        return path, read_scenario(path)
+    except ScenarioError as error:
+        raise checks.FieldError("base", f"{value}: {error.problem} (relative to {base_dir})") from None
 
-    def integer(self, value: Any, key: str, low: int | None = None) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(key, f"must be an integer, got {_show(value)}")
-        if low is not None and value < low:
-            raise self.fail(key, f"must be >= {low}, got {value}")
-        return value
 
-    def number(self, value: Any, key: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise self.fail(key, f"must be a finite number, got {_show(value)}")
-        return value
+def _dotted(key: Any, section: str) -> str:
+    where = f"{section}.{key}"
+    if not isinstance(key, str) or not all(key.split(".")):
+        raise checks.FieldError(where, "not a dotted scenario key like policy.params.steal_fraction")
+    if key in RESERVED:
+        raise checks.FieldError(where, f"cannot be set here: {RESERVED[key]}")
+    return key
 
-    def base(self, value: Any, base_dir: Path) -> tuple[Path, dict[str, Any]]:
-        path = base_dir / self.string(value, "base")
-        try:
-            data = read_yaml(path, str(path))
-        except ScenarioError as error:
-            raise self.fail("base", f"{value}: {error.problem} (relative to {base_dir})") from None
-        if not isinstance(data, dict):
-            raise self.fail("base", f"{value}: a scenario must be a mapping of keys, got {_show(data)}")
-        return path, data
 
-    def dotted(self, key: Any, section: str) -> str:
-        where = f"{section}.{key}"
-        if not isinstance(key, str) or not all(key.split(".")):
-            raise self.fail(where, "not a dotted scenario key like policy.params.steal_fraction")
-        if key in RESERVED:
-            raise self.fail(where, f"cannot be set here: {RESERVED[key]}")
-        return key
+def _overrides(value: Any, section: str) -> dict[str, Any]:
+    return {_dotted(key, section): item for key, item in checks.mapping(value, section).items()}
 
-    def overrides(self, value: Any, section: str) -> dict[str, Any]:
-        return {self.dotted(key, section): item for key, item in self.mapping(value, section).items()}
 
-    def values(self, value: Any, key: str) -> tuple[Any, ...]:
-        if not isinstance(value, list) or not value:
-            raise self.fail(key, f"must be a non-empty list of values, got {_show(value)}")
-        for index, item in enumerate(value):
-            if item in value[:index]:
-                raise self.fail(f"{key}[{index}]", f"duplicate value {_show(item)}")
-        return tuple(value)
+def _values(value: Any, key: str) -> tuple[Any, ...]:
+    """A non-empty list of distinct values (compared with `==`: a value may be a mapping)."""
+    values = checks.list_of(value, key)
+    for index, item in enumerate(values):
+        if item in values[:index]:
+            raise checks.FieldError(checks.at(key, index), f"duplicate value {checks.show(item)}")
+    return tuple(values)
 
-    def grid(self, value: Any) -> dict[str, tuple[Any, ...]]:
-        grid = {self.dotted(key, "grid"): values for key, values in self.mapping(value, "grid").items()}
-        if not grid:
-            raise self.fail("grid", "must sweep at least one key")
-        return {key: self.values(values, f"grid.{key}") for key, values in grid.items()}
 
-    def random(self, value: Any, name: str) -> RandomSearch:
-        body = self.mapping(value, "random", ("samples", "seed", "space"))
-        for required in ("samples", "space"):
-            if required not in body:
-                raise self.fail(f"random.{required}", "required")
-        space = self.overrides(body["space"], "random.space")
-        if not space:
-            raise self.fail("random.space", "must sweep at least one key")
-        return RandomSearch(
-            samples=self.integer(body["samples"], "random.samples", 1),
-            seed=self.integer(body["seed"], "random.seed", 0) if "seed" in body else _default_seed(name),
-            space={key: self.distribution(spec, f"random.space.{key}") for key, spec in space.items()},
+def _grid(value: Any) -> dict[str, tuple[Any, ...]]:
+    grid = _overrides(value, "grid")
+    if not grid:
+        raise checks.FieldError("grid", "must sweep at least one key")
+    return {key: _values(values, checks.at("grid", key)) for key, values in grid.items()}
+
+
+def _random(value: Any, name: str) -> RandomSearch:
+    body = checks.mapping(value, "random", ("samples", "seed", "space"), required=("samples", "space"))
+    space = _overrides(body["space"], "random.space")
+    if not space:
+        raise checks.FieldError("random.space", "must sweep at least one key")
+    if "seed" in body:
+        seed = checks.number(body["seed"], "random.seed", checks.NON_NEGATIVE, integer=True)
+    else:
+        seed = _default_seed(name)
+    return RandomSearch(
+        samples=checks.number(body["samples"], "random.samples", checks.AT_LEAST_ONE, integer=True),
+        seed=seed,
+        space={key: _distribution(spec, checks.at("random.space", key)) for key, spec in space.items()},
+    )
+
+
+def _distribution(value: Any, key: str) -> Distribution:
+    body = checks.mapping(value, key, _DISTRIBUTIONS)
+    if len(body) != 1:
+        raise checks.FieldError(key, f"needs exactly one of {', '.join(_DISTRIBUTIONS)}, got {len(body)}")
+    ((kind, spec),) = body.items()
+    where = checks.at(key, kind)
+    if kind == "choice":
+        return Distribution(kind, _values(spec, where))
+    low, high = checks.bounds(spec, where, integer=kind == "int_uniform")
+    if not low < high:
+        raise checks.FieldError(where, f"low must be < high, got [{low}, {high}]")
+    if kind == "loguniform" and low <= 0:
+        raise checks.FieldError(where, f"bounds must be > 0 for a log scale, got [{low}, {high}]")
+    return Distribution(kind, (low, high))
+
+
+def _no_overlap(swept: Mapping[str, Any], section: str, fixed: Mapping[str, Any]) -> None:
+    """A key set twice (or a key and a key inside it) would depend on the order overrides are applied."""
+    keys = [(f"fixed.{key}", key) for key in fixed] + [(f"{section}.{key}", key) for key in swept]
+    for index, (where, key) in enumerate(keys):
+        for other_where, other in keys[:index]:
+            if key == other or key.startswith(other + ".") or other.startswith(key + "."):
+                raise checks.FieldError(where, f"overlaps {other_where}")
+
+
+def _seeds(value: Any) -> tuple[int, ...]:
+    return tuple(
+        checks.number(seed, checks.at("seeds", index), checks.NON_NEGATIVE, integer=True)
+        for index, seed in enumerate(_values(value, "seeds"))
+    )
+
+
+def _objective(value: Any) -> Objective:
+    body = checks.mapping(value, "objective", ("minimize", "maximize"))
+    lists = {}
+    for sense in ("minimize", "maximize"):
+        key = checks.at("objective", sense)
+        names = checks.list_of(body.get(sense, []), key, non_empty=False)
+        lists[sense] = tuple(
+            checks.known(name, checks.at(key, index), METRICS, "metric", shown=len(METRICS))
+            for index, name in enumerate(names)
         )
-
-    def distribution(self, value: Any, key: str) -> Distribution:
-        body = self.mapping(value, key, _DISTRIBUTIONS)
-        if len(body) != 1:
-            raise self.fail(key, f"needs exactly one of {', '.join(_DISTRIBUTIONS)}, got {len(body)}")
-        ((kind, spec),) = body.items()
-        where = f"{key}.{kind}"
-        if kind == "choice":
-            return Distribution(kind, self.values(spec, where))
-        if not isinstance(spec, list) or len(spec) != 2:
-            raise self.fail(where, f"must be [low, high], got {_show(spec)}")
-        if kind == "int_uniform":
-            low, high = (self.integer(bound, f"{where}[{i}]") for i, bound in enumerate(spec))
-        else:
-            low, high = (self.number(bound, f"{where}[{i}]") for i, bound in enumerate(spec))
-        if not low < high:
-            raise self.fail(where, f"low must be < high, got [{low}, {high}]")
-        if kind == "loguniform" and low <= 0:
-            raise self.fail(where, f"bounds must be > 0 for a log scale, got [{low}, {high}]")
-        return Distribution(kind, (low, high))
-
-    def no_overlap(self, swept: Mapping[str, Any], section: str, fixed: Mapping[str, Any]) -> None:
-        """A key set twice (or a key and a key inside it) would depend on the order overrides are applied."""
-        keys = [(f"fixed.{key}", key) for key in fixed] + [(f"{section}.{key}", key) for key in swept]
-        for index, (where, key) in enumerate(keys):
-            for other_where, other in keys[:index]:
-                if key == other or key.startswith(other + ".") or other.startswith(key + "."):
-                    raise self.fail(where, f"overlaps {other_where}")
-
-    def seeds(self, value: Any) -> tuple[int, ...]:
-        seeds = self.values(value, "seeds")
-        return tuple(self.integer(seed, f"seeds[{index}]", 0) for index, seed in enumerate(seeds))
-
-    def objective(self, value: Any) -> Objective:
-        body = self.mapping(value, "objective", ("minimize", "maximize"))
-        lists = {}
-        for sense in ("minimize", "maximize"):
-            names = body.get(sense, [])
-            if not isinstance(names, list | tuple):
-                raise self.fail(f"objective.{sense}", f"must be a list of metric names, got {_show(names)}")
-            for index, name in enumerate(names):
-                if name not in METRICS:
-                    raise self.fail(
-                        f"objective.{sense}[{index}]", f"unknown metric {name!r} (known: {', '.join(METRICS)})"
-                    )
-            lists[sense] = tuple(names)
-        objective = Objective(minimize=lists["minimize"], maximize=lists["maximize"])
-        if not objective.names:
-            raise self.fail("objective", "needs at least one metric to minimize or maximize")
-        for index, name in enumerate(objective.names):
-            if name in objective.names[:index]:
-                raise self.fail("objective", f"metric {name!r} is named twice")
-        return objective
+    objective = Objective(minimize=lists["minimize"], maximize=lists["maximize"])
+    if not objective.names:
+        raise checks.FieldError("objective", "needs at least one metric to minimize or maximize")
+    for index, name in enumerate(objective.names):
+        if name in objective.names[:index]:
+            raise checks.FieldError("objective", f"metric {name!r} is named twice")
+    return objective

@@ -143,6 +143,11 @@ BAD = {
         "doorman-proportional, doorman-fair, fair-share)",
     ),
     "bad probability": (base(channel={"loss": 1.5}), "channel.loss", "must be in [0, 1], got 1.5"),
+    "unknown channel routing": (
+        base(channel={"routing": "mesh"}),
+        "channel.routing",
+        "must be one of broadcast, interest, got 'mesh'",
+    ),
     "bad burst probability": (
         base(channel={"burst": {"p_exit": -0.1}}),
         "channel.burst.p_exit",
@@ -188,6 +193,11 @@ BAD = {
         base(events=[{"at": 1, "quota": {"publish_msgs_per_s": 1}}]),
         "events[0].quota.group",
         "required",
+    ),
+    "channel event changing the routing": (
+        base(events=[{"at": 1, "channel": {"routing": "interest"}}]),
+        "events[0].channel.routing",
+        "unknown key (allowed: loss, burst, delay_rounds, jitter_rounds, duplicate, reorder, partitions)",
     ),
     "channel event changing the shards": (
         base(events=[{"at": 1, "channel": {"shards": 2}}]),
@@ -310,6 +320,11 @@ def test_bad_policy_param_value(tmp_path):
     error = load_error(write(tmp_path, base(policy={"name": "pip82-steal", "params": {"steal_fraction": 2}})))
     assert error.key == "policy.params"
     assert "steal_fraction" in error.problem and "2" in error.problem
+
+
+def test_channel_routing_is_broadcast_unless_interest_is_chosen():
+    assert parse_scenario(base()).channel.routing == "broadcast"
+    assert parse_scenario(base(channel={"routing": "interest"})).channel.routing == "interest"
 
 
 # --- refused files: problems of the file itself --------------------------------------------------------------

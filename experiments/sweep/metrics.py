@@ -8,8 +8,9 @@ events to one number per metric (no Spark here, so the sweep file can be checked
   is worse than any event that converged. A plain mean over the converged events only would reward a setting
   that never settles after its hardest events.
 - `events_not_converged`: how many (group, event) pairs never converged.
-- `peak_overshoot`: the worst over groups; `utilization`, `jain`, `fairness_error`: means over groups (each a
-  mean over the last quarter of the run), as in the report's comparison table.
+- `peak_overshoot`: the worst over groups; `rounds_over_quota`: the mean over groups of the share of rounds
+  with U > 1.05 Q; `utilization`, `jain`, `fairness_error`: means over groups (each a mean over the last
+  quarter of the run), as in the report's comparison table.
 - `bytes_published_per_round`, `bytes_delivered_per_round`: the run's means per round.
 
 A metric the report leaves undefined (no quota-limited round, nothing to share) is null; the ranking treats a
@@ -26,6 +27,8 @@ METRICS = {
     "the quota of its target with Jain >= 0.95 for 3 rounds; an event never converged counts as the run's rounds",
     "events_not_converged": "per run, the (group, event) pairs after which the group never converged",
     "peak_overshoot": "per run, the worst max(0, U/Q - 1) over groups and rounds",
+    "rounds_over_quota": "per run, the mean over groups of the share of rounds with usage over the quota by more "
+    "than 5% (U > 1.05 Q; an unlimited quota never is)",
     "utilization": "per run, the mean over groups of U / min(Q, D) over the last quarter (above 1: over quota)",
     "jain": "per run, the mean over groups of Jain's index of usage over the max-min fair share (last quarter)",
     "fairness_error": "per run, the mean over groups of sum |U_b - F_b| / Q (last quarter)",
@@ -46,6 +49,7 @@ def run_metrics(run: dict[str, Any]) -> dict[str, float | None]:
         "rounds_to_converge": sum(waits) / len(waits) if waits else None,
         "events_not_converged": float(overall["events_not_converged"]),
         "peak_overshoot": overall["peak_overshoot"],
+        "rounds_over_quota": overall["rounds_over_quota"],
         "utilization": overall["utilization"],
         "jain": overall["jain"],
         "fairness_error": overall["fairness_error"],

@@ -110,3 +110,26 @@ def test_a_single_configuration_ranks_first_on_the_front(spark):
         {"rank": 1, "score": 0.0, "on_pareto_front": True}
     ]
     assert math.isnan(table.loc[0, "rounds_to_converge_std"])  # one seed: no spread
+
+
+def test_rounds_over_quota_is_an_objective_ranked_lower_first(spark):
+    # means over two seeds: p 0.1 (0.05 and 0.15), q 0.02, r 0.3; overshoot ties except r
+    runs = [
+        {"run_id": f"{config}-s{seed}", "config_id": config, "seed": seed, "params": {"p": 1}}
+        | {"rounds_over_quota": share, "peak_overshoot": overshoot}
+        for config, seed, share, overshoot in [
+            ("cfg-p", 1, 0.05, 0.2),
+            ("cfg-p", 2, 0.15, 0.2),
+            ("cfg-q", 1, 0.02, 0.2),
+            ("cfg-q", 2, 0.02, 0.2),
+            ("cfg-r", 1, 0.3, 0.1),
+            ("cfg-r", 2, 0.3, 0.1),
+        ]
+    ]
+    objective = Objective(minimize=("rounds_over_quota", "peak_overshoot"), maximize=())
+    table = rank_sweep(spark, runs, objective).table.set_index("config_id")
+    assert table["rounds_over_quota_mean"].to_dict() == pytest.approx({"cfg-q": 0.02, "cfg-p": 0.1, "cfg-r": 0.3})
+    assert table["rounds_over_quota_rank"].to_dict() == {"cfg-q": 1, "cfg-p": 2, "cfg-r": 3}
+    # q: 0 + 1/2, p: 1/2 + 1/2, r: 1 + 0 -> q first, then p and r tied on 1 (by id)
+    assert table.sort_values("rank").index.tolist() == ["cfg-q", "cfg-p", "cfg-r"]
+    assert table["on_pareto_front"].to_dict() == {"cfg-q": True, "cfg-p": False, "cfg-r": True}

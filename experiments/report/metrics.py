@@ -22,6 +22,8 @@ Choices where DESIGN.md is silent:
   `W = 3` consecutive rounds (all present) each with `|U - T| <= 0.05 Q` and Jain >= 0.95. It may lie after a
   later event (the first settled run of rounds counts, relapses afterwards do not); null when there is none
   before the end of the run.
+- Starvation (used by the quality benchmark): in the last quarter of the run, among the (broker, round) rows
+  with `F_b > 0` (a broker with demand), those with `U_b < 0.5 F_b`: it gets less than half its fair share.
 - Bandwidth per group: `report_bytes` is the group's share of a broker's report, written on each dimension's
   row; per (group, dimension, round) it is summed over brokers, so it is the bytes spent on that group.
 """
@@ -32,7 +34,7 @@ import math
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import Window as W
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -46,6 +48,7 @@ BROKER_ROUND = [*GROUP_ROUND, "broker"]
 CONVERGENCE_WINDOW = 3  # W: consecutive rounds that must all be settled
 TARGET_TOLERANCE = 0.05  # |U - T| <= 0.05 Q
 MIN_JAIN = 0.95
+STARVED_BELOW = 0.5  # a broker is starved in a round when U_b < 0.5 F_b
 OVER_QUOTA_TOLERANCE = 0.05  # a round is over quota when U > (1 + 0.05) Q: the report tolerance Pulsar allows
 
 BROKER_ROUNDS_SCHEMA = T.StructType(
@@ -215,12 +218,9 @@ def convergence(group_rounds: DataFrame, events: DataFrame) -> DataFrame:
 def group_summary(group_rounds: DataFrame) -> DataFrame:
     """Per run, group and dimension: peak overshoot, the share of rounds over quota, and means over the last
     quarter of the run's rounds."""
-    whole_run = W.partitionBy("run_id").rowsBetween(W.unboundedPreceding, W.unboundedFollowing)
-    first_round, last_round = F.min("round").over(whole_run), F.max("round").over(whole_run)
-    last_quarter_from = first_round + F.floor((last_round - first_round + 1) * 3 / 4)
     in_last_quarter = F.col("round") >= F.col("last_quarter_from")
     return (
-        group_rounds.withColumn("last_quarter_from", last_quarter_from)
+        group_rounds.withColumn("last_quarter_from", _last_quarter_from())
         .groupBy(*GROUP)
         .agg(
             F.max("overshoot").alias("peak_overshoot"),
@@ -242,6 +242,31 @@ def group_summary(group_rounds: DataFrame) -> DataFrame:
             "rounds",
         )
     )
+
+
+def starvation(broker_rounds: DataFrame) -> DataFrame:
+    """Per run, group and dimension, over the last quarter of the run: the (broker, round) rows of brokers with
+    a fair share (`F_b > 0`), and those starved among them (`U_b < 0.5 F_b`)."""
+    has_fair_share = F.col("fair") > 0
+    starved = has_fair_share & (F.col("usage") < STARVED_BELOW * F.col("fair"))
+    in_last_quarter = F.col("round") >= F.col("last_quarter_from")
+    return (
+        broker_rounds.withColumn("last_quarter_from", _last_quarter_from())
+        .filter(in_last_quarter)
+        .groupBy(*GROUP)
+        .agg(
+            F.count(F.when(has_fair_share, True)).alias("fair_share_broker_rounds"),
+            F.count(F.when(starved, True)).alias("starved_broker_rounds"),
+        )
+        .select(*GROUP, "fair_share_broker_rounds", "starved_broker_rounds")
+    )
+
+
+def _last_quarter_from() -> Column:
+    """The first round of the last quarter of each row's run: `first + floor(rounds * 3 / 4)`."""
+    whole_run = W.partitionBy("run_id").rowsBetween(W.unboundedPreceding, W.unboundedFollowing)
+    first_round, last_round = F.min("round").over(whole_run), F.max("round").over(whole_run)
+    return first_round + F.floor((last_round - first_round + 1) * 3 / 4)
 
 
 _MESSAGE_COUNTS = ["reports_sent", "reports_suppressed", "deliveries_dropped", "reports_rejected"]

@@ -228,6 +228,18 @@ def test_rounds_over_quota_counts_only_rounds_more_than_5_percent_over(spark):
     assert summary[("closed",)]["rounds_over_quota"] == pytest.approx(0.25)
 
 
+def test_starvation_counts_brokers_under_half_their_fair_share_in_the_last_quarter(spark):
+    # 8 rounds, Q = 100, demands 80/80/0 -> F = 50/50/0; the last quarter is rounds 6-7.
+    # Broker b gets 10 (< 25) in rounds 0-6 and 30 in round 7; c asks for nothing and is never counted.
+    rows = []
+    for r in range(8):
+        rows.append(rounds_row(r, "a", usage=50, demand=80))
+        rows.append(rounds_row(r, "b", usage=30 if r == 7 else 10, demand=80))
+        rows.append(rounds_row(r, "c", usage=0, demand=0))
+    [row] = metrics.starvation(metrics.broker_rounds(rounds_frame(spark, rows))).collect()
+    assert (row["fair_share_broker_rounds"], row["starved_broker_rounds"]) == (4, 1)  # a, b x rounds 6-7; b@6
+
+
 def test_bandwidth_per_round_per_broker_and_per_run(spark):
     rows = [
         messages_row(0, "a", 100, 90, reports_suppressed=2),

@@ -12,6 +12,14 @@ to groups or brokers, event rounds, policy names and parameters, rate profiles. 
 - `events`: one parser per event kind, and the broker lifecycle.
 - `generation`: the `generated:` block, a synthetic cluster.
 
+Why hand-written checkers, not pydantic v2: pydantic was tried on `reporting`, `cleanup` and `channel` (with
+`burst` and `partitions`). Its models restate every field of the `actors.config` dataclasses, which the
+converter reads from there, and its errors must be translated back to ours (`must be in [0, 1]` needs both
+bounds where pydantic names the one broken; it lists unknown keys after the other errors, and non-string
+keys in its own words). That came to 111 lines of code (44 of models, 56 translating errors, 11 building the
+dataclasses) against 63 by hand (23 of converter, 16 of rules, 24 for the channel and its partitions), with
+35 of 36 trial messages the same. Lines of code: no blank lines, comments, docstrings or imports.
+
 Decisions that a scenario author should know:
 
 - Quotas are numbers >= 0 or the string `unlimited` (stored as -1.0); a negative number is refused.

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from actors.telemetry import SCHEMAS
-from experiments.cli import UserError
+from experiments.errors import UserError
 from experiments.report.load import load_runs, read_manifests
 
 from .tables import messages_row, rounds_row, write_run

@@ -1,9 +1,8 @@
 """The lockstep driver: every broker advances phase by phase on virtual time, deterministic for a seed.
 
-Round r happens at t = r * interval_s:
+Round r happens at t_s = r * interval_s:
   events -> publish phase (all hosts) -> channel -> membership -> allocate phase (all hosts) -> telemetry
-The channel is driven in rounds (its delays are whole or fractional rounds), so reports published in round
-r with no delay are received in round r.
+The channel's delays are seconds, so reports published in round r with no delay are received in round r.
 """
 
 from __future__ import annotations
@@ -14,62 +13,60 @@ import numpy as np
 
 from actors.backends import Backend
 from actors.broker_host import Published, concat_columns
-from actors.cluster import Cluster, event_row
-from actors.config import Scenario
+from actors.channel import Counters
+from actors.cluster import Cluster
+from actors.plan import Plan
 from actors.telemetry import TelemetryWriter
 
 
 def run_lockstep(
-    scenario: Scenario,
+    plan: Plan,
     backend: Backend,
     writer: TelemetryWriter,
     on_round: Callable[[int], None] | None = None,
 ) -> None:
-    """Run every round of `scenario`, writing telemetry as it goes (the caller closes the writer)."""
-    cluster = Cluster(scenario, backend, writer.run_id, time_per_round=1.0)
-    for round_index in range(scenario.rounds):
-        t_s = round_index * scenario.interval_s
-        now = float(round_index)  # the channel and the registry count in rounds
-        leaving = apply_round_events(cluster, round_index, t_s, writer, now)
+    """Run every round of `plan`, writing telemetry as it goes (the caller closes the writer)."""
+    cluster = Cluster(plan, backend)
+    for round_index in range(plan.rounds):
+        t_s = round_index * plan.interval_s
+        leaving = apply_round_events(cluster, round_index, t_s, writer)
         publishing = [backend.call(h, "publish_phase", round_index, t_s) for h in cluster.live_hosts()]
-        heartbeats = cluster.send_heartbeats(now)  # the registry runs alongside the publish phase
+        heartbeats = cluster.send_heartbeats(t_s)  # the registry runs alongside the publish phase
         published = leaving + [item for batch in backend.gather(publishing) for item in batch]
-        items = [(p.broker, shard, payload) for p in published for shard, payload in p.payloads]
-        deliveries, counters = backend.gather([backend.call(cluster.channel, "exchange", items, now)])[0]
+        items = [(p.broker, topic, payload) for p in published for topic, payload in p.payloads]
+        (exchange,) = backend.gather([backend.call(cluster.channel, "exchange", items, t_s)])
         dead = cluster.collect_dead(heartbeats)
         results = backend.gather(
             [
-                backend.call(slot.handle, "allocate_phase", _inboxes(deliveries, slot.brokers), dead, round_index, t_s)
+                backend.call(
+                    slot.handle, "allocate_phase", _inboxes(exchange.deliveries, slot.brokers), dead, round_index, t_s
+                )
                 for slot in cluster.live_slots()
             ]
         )
-        writer.add("rounds", concat_columns([columns for columns, _ in results if columns]))
-        rejected = {broker: count for _, per_broker in results for broker, count in per_broker.items()}
+        writer.add("rounds", concat_columns([result.rows for result in results]))
+        rejected = {broker: count for result in results for broker, count in result.rejected.items()}
         sent = {p.broker: len(p.payloads) for p in published}
         suppressed = {p.broker: p.reports_suppressed for p in published}
-        writer.add("messages", message_rows(sent, suppressed, counters, rejected, round_index, t_s))
+        writer.add("messages", message_rows(sent, suppressed, exchange.counters, rejected, round_index, t_s))
         writer.end_round(round_index)
         if on_round is not None:
             on_round(round_index)
 
 
-def apply_round_events(
-    cluster: Cluster, round_index: int, t_s: float, writer: TelemetryWriter, now: float
-) -> list[Published]:
-    """Brokers joining this round, then the scenario's events at this round, logged in `events`.
+def apply_round_events(cluster: Cluster, round_index: int, t_s: float, writer: TelemetryWriter) -> list[Published]:
+    """Brokers joining this round, then the plan's events at this round, logged in `events`.
 
     Returns the reports that must be published on the brokers' behalf (a clean leave's zeros).
     """
     published: list[Published] = []
     for broker in cluster.brokers_joining(round_index):
-        cluster.start(broker, now)
+        cluster.start(broker, t_s)
         if round_index > 0:
-            writer.add(
-                "events", _single({"round": round_index, "t_s": t_s, "kind": "join", "target": broker, "detail": "{}"})
-            )
-    for event in cluster.events_at(round_index):
-        published += cluster.apply(event, now)
-        writer.add("events", _single(event_row(event, round_index, t_s)))
+            writer.add("events", _event_row(round_index, t_s, "join", broker, "{}"))
+    for planned in cluster.events_at(round_index):
+        published += cluster.apply(planned, t_s)
+        writer.add("events", _event_row(round_index, t_s, planned.kind, planned.target, planned.detail))
     return published
 
 
@@ -78,35 +75,33 @@ def _inboxes(deliveries: dict[str, list[bytes]], brokers: tuple[str, ...]) -> di
     return {broker: deliveries[broker] for broker in brokers if broker in deliveries}
 
 
-def _single(row: dict[str, object]) -> dict[str, list]:
-    return {key: [value] for key, value in row.items()}
+def _event_row(round_index: int, t_s: float, kind: str, target: str, detail: str) -> dict[str, list]:
+    return {"round": [round_index], "t_s": [t_s], "kind": [kind], "target": [target], "detail": [detail]}
 
 
 def message_rows(
     sent: dict[str, int],
     suppressed: dict[str, int],
-    counters: dict[str, dict[str, int]],
+    counters: dict[str, Counters],
     rejected: dict[str, int],
     round_index: int,
     t_s: float,
 ) -> dict[str, np.ndarray]:
     """One row per broker that published, received or rejected anything this round."""
     brokers = sorted(set(sent) | set(counters) | set(rejected))
+    traffic = [counters.get(broker, Counters()) for broker in brokers]
 
     def column(values: list, dtype: type) -> np.ndarray:
         return np.array(values, dtype=dtype)
-
-    def counter(name: str) -> list[int]:
-        return [counters.get(broker, {}).get(name, 0) for broker in brokers]
 
     return {
         "round": column([round_index] * len(brokers), np.int32),
         "t_s": column([t_s] * len(brokers), np.float64),
         "broker": column(brokers, object),
-        "bytes_published": column(counter("bytes_published"), np.int64),
-        "bytes_delivered": column(counter("bytes_delivered"), np.int64),
+        "bytes_published": column([c.bytes_published for c in traffic], np.int64),
+        "bytes_delivered": column([c.bytes_delivered for c in traffic], np.int64),
         "reports_sent": column([sent.get(b, 0) for b in brokers], np.int32),
         "reports_suppressed": column([suppressed.get(b, 0) for b in brokers], np.int32),
-        "deliveries_dropped": column(counter("deliveries_dropped"), np.int32),
+        "deliveries_dropped": column([c.deliveries_dropped for c in traffic], np.int32),
         "reports_rejected": column([rejected.get(b, 0) for b in brokers], np.int32),
     }

@@ -3,38 +3,46 @@
 A broker registers an incarnation (a restart registers a higher one) and keeps its session alive with
 heartbeats; a session with no heartbeat for `session_timeout` expires. Every end of a session (expiry, clean
 leave, or an incarnation superseded by a restart before it was declared dead) is appended once to an
-announcement log. Lockstep drivers read it through `expire(now)`; realtime brokers poll it with a cursor
-through `announcements(since)`. Time is passed in, in the caller's unit.
+announcement log. Lockstep drivers read it through `expire(now_s)`; realtime brokers poll it with a cursor
+through `announcements(since)`. Time is passed in: run seconds.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from typing import NamedTuple
+
+
+class Ended(NamedTuple):
+    """A session that ended: the broker and its incarnation."""
+
+    broker: str
+    incarnation: int
+
+
+_EPS_S = 1e-9  # heartbeats at multiples of a float interval: a timeout of exactly N intervals is met
 
 
 @dataclass
 class _Session:
     incarnation: int
-    last_heartbeat: float
+    last_heartbeat_s: float
     alive: bool = True
 
 
 class Membership:
     """Registry of live brokers; a plain class the runtime may wrap as a Ray actor."""
 
-    def __init__(self, session_timeout: float) -> None:
-        if not (math.isfinite(session_timeout) and session_timeout > 0):
-            raise ValueError(f"session_timeout must be finite and > 0, got {session_timeout!r}")
-        self.session_timeout = session_timeout
+    def __init__(self, session_timeout_s: float) -> None:
+        self.session_timeout_s = session_timeout_s
         self._sessions: dict[str, _Session] = {}  # broker -> its latest incarnation's session
-        self._log: list[tuple[str, int]] = []  # (broker, incarnation) per ended session, in order
+        self._log: list[Ended] = []  # every ended session, in order
         self._expire_cursor = 0
 
     def __repr__(self) -> str:
-        return f"Membership(alive={self.alive()}, announced={len(self._log)}, session_timeout={self.session_timeout})"
+        return f"Membership(alive={self.alive()}, announced={len(self._log)}, timeout={self.session_timeout_s} s)"
 
-    def register(self, broker: str, incarnation: int, now: float) -> None:
+    def register(self, broker: str, incarnation: int, now_s: float) -> None:
         """Open a session for `incarnation` of `broker`.
 
         A higher incarnation is a restart: the previous one is announced dead unless it already was.
@@ -50,56 +58,56 @@ class Membership:
                     f"{session.incarnation} was already registered{'' if session.alive else ' and has ended'}"
                 )
             if incarnation == session.incarnation:
-                session.last_heartbeat = now
+                session.last_heartbeat_s = now_s
                 return
             if session.alive:
                 self._announce(broker, session)
-        self._sessions[broker] = _Session(incarnation, now)
+        self._sessions[broker] = _Session(incarnation, now_s)
 
-    def heartbeat(self, broker: str, incarnation: int, now: float) -> bool:
+    def heartbeat(self, broker: str, incarnation: int, now_s: float) -> bool:
         """Keep the session alive. Returns False (and changes nothing) for an unknown broker, an old
         incarnation, or a session that has already ended."""
         session = self._sessions.get(broker)
         if session is None or session.incarnation != incarnation or not session.alive:
             return False
-        session.last_heartbeat = now
+        session.last_heartbeat_s = now_s
         return True
 
     def deregister(self, broker: str) -> None:
-        """A clean leave: the session ends now and is announced. No effect if it has already ended."""
+        """A clean leave: the session ends now_s and is announced. No effect if it has already ended."""
         session = self._sessions.get(broker)
         if session is not None and session.alive:
             self._announce(broker, session)
 
-    def expire(self, now: float) -> list[tuple[str, int]]:
-        """End every session whose last heartbeat is `session_timeout` or more before `now`, and return
+    def expire(self, now_s: float) -> list[Ended]:
+        """End every session whose last heartbeat is `session_timeout` or more before `now_s`, and return
         every announcement made since the previous call (expiries, leaves and superseded incarnations),
         each returned once."""
         for broker in sorted(self._sessions):
             session = self._sessions[broker]
-            if session.alive and now - session.last_heartbeat >= self.session_timeout:
+            if session.alive and now_s - session.last_heartbeat_s >= self.session_timeout_s - _EPS_S:
                 self._announce(broker, session)
         fresh = self._log[self._expire_cursor :]
         self._expire_cursor = len(self._log)
         return fresh
 
-    def announcements(self, since: int) -> tuple[list[tuple[str, int]], int]:
+    def announcements(self, since: int) -> tuple[list[Ended], int]:
         """Announcements after cursor `since` (0: from the start) and the cursor to pass next time."""
         if not 0 <= since <= len(self._log):
             raise ValueError(f"announcement cursor {since!r} out of range [0, {len(self._log)}]")
         return self._log[since:], len(self._log)
 
-    def heartbeat_all(self, sessions: list[tuple[str, int]], now: float) -> list[tuple[str, int]]:
-        """A lockstep round in one call: every live broker's heartbeat, then `expire(now)`."""
+    def heartbeat_all(self, sessions: list[tuple[str, int]], now_s: float) -> list[Ended]:
+        """A lockstep round in one call: every live broker's heartbeat, then `expire(now_s)`."""
         for broker, incarnation in sessions:
-            self.heartbeat(broker, incarnation, now)
-        return self.expire(now)
+            self.heartbeat(broker, incarnation, now_s)
+        return self.expire(now_s)
 
     def heartbeat_and_announcements(
-        self, broker: str, incarnation: int, now: float, since: int
-    ) -> tuple[list[tuple[str, int]], int]:
+        self, broker: str, incarnation: int, now_s: float, since: int
+    ) -> tuple[list[Ended], int]:
         """A realtime broker's tick in one call: its heartbeat, then the announcements after `since`."""
-        self.heartbeat(broker, incarnation, now)
+        self.heartbeat(broker, incarnation, now_s)
         return self.announcements(since)
 
     def alive(self) -> list[str]:
@@ -108,4 +116,4 @@ class Membership:
 
     def _announce(self, broker: str, session: _Session) -> None:
         session.alive = False
-        self._log.append((broker, session.incarnation))
+        self._log.append(Ended(broker, session.incarnation))

@@ -11,25 +11,46 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from actors.backends import Backend, Synchronized, blocking_call
-from actors.broker_host import BrokerHost, BrokerRecord, Published, concat_columns
+from actors.broker_host import BrokerHost, BrokerState, Published, concat_columns
 from actors.cluster import Cluster
-from actors.config import Scenario
 from actors.lockstep import apply_round_events, message_rows
+from actors.plan import HostPlan, Plan
 from actors.telemetry import TelemetryWriter
 
 STARTUP_S = 0.3  # time given to every host to start its timer before round 0
 
 
+@dataclass(frozen=True)
+class TickStats:
+    """What one broker's tick sent and rejected."""
+
+    round_index: int
+    broker: str
+    reports_sent: int
+    reports_suppressed: int
+    reports_rejected: int
+
+
+@dataclass(frozen=True)
+class Drained:
+    """What a realtime host gathered since the driver's last call."""
+
+    rows: dict[str, np.ndarray]
+    ticks: list[TickStats]
+    lags_s: list[float]
+
+
 class RealtimeHost(BrokerHost):
     """A BrokerHost with a timer thread; the methods the driver calls take the same lock as the timer."""
 
-    def __init__(self, scenario: Scenario, run_id: str):
-        super().__init__(scenario, run_id)
+    def __init__(self, plan: HostPlan):
+        super().__init__(plan)
         self._lock = threading.RLock()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -37,10 +58,9 @@ class RealtimeHost(BrokerHost):
         self._tick_round: dict[str, int] = {}
         self._pending_rows: list[dict[str, np.ndarray]] = []
         self._error: BaseException | None = None
-        self._stats: list[tuple[int, str, int, int, int]] = []  # round, broker, sent, suppressed, rejected
+        self._ticks: list[TickStats] = []
         self._lags_s: list[float] = []
         self._announcement_cursor: dict[str, int] = {}  # per broker: each must see every announcement
-        self._rng = np.random.default_rng(scenario.seed)
 
     def start_clock(self, channel: Any, membership: Any, epoch: float) -> None:
         self._channel, self._membership, self._epoch = channel, membership, epoch
@@ -52,12 +72,12 @@ class RealtimeHost(BrokerHost):
         if self._thread is not None:
             self._thread.join()
 
-    def start(self, record: BrokerRecord, quotas: dict[str, dict[str, float]], t_s: float) -> None:
+    def start(self, broker: str, state: BrokerState, quota: np.ndarray, limited: np.ndarray, t_s: float) -> None:
         with self._lock:
-            super().start(record, quotas, t_s)
-            interval = self.scenario.interval_s
-            self._tick_round[record.name] = int(np.ceil(max(t_s, 0.0) / interval - 1e-9))
-            self._next_tick[record.name] = self._epoch_or_now() + self._tick_round[record.name] * interval
+            super().start(broker, state, quota, limited, t_s)
+            interval = self.plan.interval_s
+            self._tick_round[broker] = int(np.ceil(max(t_s, 0.0) / interval - 1e-9))
+            self._next_tick[broker] = self._epoch_or_now() + self._tick_round[broker] * interval
 
     def stop(self, broker: str) -> None:
         with self._lock:
@@ -69,29 +89,24 @@ class RealtimeHost(BrokerHost):
             self._next_tick.pop(broker, None)
             return super().leave(broker, t_s)
 
-    def set_load(self, *args: Any) -> None:
+    def set_state(self, *args: Any) -> None:
         with self._lock:
-            super().set_load(*args)
+            super().set_state(*args)
 
     def set_quota(self, *args: Any) -> None:
         with self._lock:
             super().set_quota(*args)
 
-    def set_clock_offset(self, *args: Any) -> None:
-        with self._lock:
-            super().set_clock_offset(*args)
-
-    def drain(self) -> tuple[dict[str, np.ndarray], list[tuple[int, str, int, int, int]], list[float]]:
+    def drain(self) -> Drained:
         """Telemetry rows, per-tick report counts and timer lags gathered since the last call.
 
         A failure on the timer thread is raised here, so the driver's run fails instead of going quiet."""
         if self._error is not None:
             raise RuntimeError("a broker's timer failed") from self._error
         with self._lock:
-            rows, self._pending_rows = concat_columns(self._pending_rows), []
-            stats, self._stats = self._stats, []
-            lags, self._lags_s = self._lags_s, []
-        return rows, stats, lags
+            drained = Drained(concat_columns(self._pending_rows), self._ticks, self._lags_s)
+            self._pending_rows, self._ticks, self._lags_s = [], [], []
+        return drained
 
     def _epoch_or_now(self) -> float:
         return getattr(self, "_epoch", time.time())
@@ -122,36 +137,37 @@ class RealtimeHost(BrokerHost):
         self._lags_s.append(now_wall - due_at)
         t_s = now_wall - self._epoch
         round_index = self._tick_round[broker]
-        published = self.publish_broker(broker, round_index, t_s)
-        items = [(broker, shard, payload) for shard, payload in published.payloads]
+        logical = self.brokers[broker]
+        published = logical.publish_phase(round_index, t_s)
+        items = [(broker, topic, payload) for topic, payload in published.payloads]
         payloads = blocking_call(self._channel, "publish_and_fetch", broker, items, t_s)
         dead: list[tuple[str, int]] = []
         if self._membership is not None:
-            incarnation = self.brokers[broker].record.incarnation
             cursor = self._announcement_cursor.get(broker, 0)
             dead, self._announcement_cursor[broker] = blocking_call(
-                self._membership, "heartbeat_and_announcements", broker, incarnation, t_s, cursor
+                self._membership, "heartbeat_and_announcements", broker, logical.state.incarnation, t_s, cursor
             )
-        rows, rejected = self.allocate_broker(broker, payloads, [tuple(d) for d in dead], round_index, t_s)
+        rows, rejected = logical.allocate_phase(payloads, dead, round_index, t_s)
         self._pending_rows.append(rows)
-        self._stats.append((round_index, broker, len(published.payloads), published.reports_suppressed, rejected))
-        jitter = self.scenario.realtime.jitter_pct / 100.0
-        interval = self.scenario.interval_s
-        self._next_tick[broker] = due_at + interval * (1.0 + self._rng.uniform(-jitter, jitter))
+        self._ticks.append(
+            TickStats(round_index, broker, len(published.payloads), published.reports_suppressed, rejected)
+        )
+        jitter = self.plan.timer_jitter
+        self._next_tick[broker] = due_at + self.plan.interval_s * (1.0 + logical.timer_rng.uniform(-jitter, jitter))
         self._tick_round[broker] = round_index + 1
-        if round_index + 1 >= self.scenario.rounds:  # the scenario's last round: no tick past the end
+        if round_index + 1 >= self.plan.rounds:  # the run's last round: no tick past the end
             del self._next_tick[broker]
 
 
 def run_realtime(
-    scenario: Scenario,
+    plan: Plan,
     backend: Backend,
     writer: TelemetryWriter,
     on_round: Callable[[int], None] | None = None,
 ) -> dict[str, float]:
-    """Run `scenario` on real time; returns the timer lag statistics (seconds), also put in the manifest."""
-    interval = scenario.interval_s
-    cluster = Cluster(scenario, backend, writer.run_id, time_per_round=interval, host_class=RealtimeHost)
+    """Run `plan` on real time; returns the timer lag statistics (seconds), also put in the manifest."""
+    interval = plan.interval_s
+    cluster = Cluster(plan, backend, host_class=RealtimeHost)
     if backend.name == "local":  # timer threads share these objects
         cluster.channel = Synchronized(cluster.channel)
         cluster.membership = cluster.membership and Synchronized(cluster.membership)
@@ -174,21 +190,21 @@ def run_realtime(
     lags: list[float] = []
     last_round = 0
     try:
-        for round_index in range(scenario.rounds):
+        for round_index in range(plan.rounds):
             last_round = round_index
             t_s = round_index * interval
             time.sleep(max(0.0, epoch + t_s - time.time()))
-            leaving = apply_round_events(cluster, round_index, t_s, writer, now=t_s)
+            leaving = apply_round_events(cluster, round_index, t_s, writer)
             items = [(p.broker, shard, payload) for p in leaving for shard, payload in p.payloads]
             blocking_call(cluster.channel, "publish_many", items, t_s)
             if cluster.membership is not None:
                 blocking_call(cluster.membership, "expire", t_s)
-            if round_index < scenario.rounds - 1:  # the last round's ticks are collected once they are done
+            if round_index < plan.rounds - 1:  # the last round's ticks are collected once they are done
                 lags += _collect(cluster, backend, writer, round_index, t_s)
             writer.end_round(round_index)
             if on_round is not None:
                 on_round(round_index)
-        time.sleep(max(0.0, epoch + scenario.rounds * interval - time.time()))
+        time.sleep(max(0.0, epoch + plan.rounds * interval - time.time()))
     finally:
         backend.gather([backend.call(handle, "stop_clock") for handle in cluster.all_hosts()])
         lags += _collect(cluster, backend, writer, last_round, last_round * interval)
@@ -205,13 +221,13 @@ def _collect(cluster: Cluster, backend: Backend, writer: TelemetryWriter, round_
     sent: dict[str, int] = {}
     suppressed: dict[str, int] = {}
     rejected: dict[str, int] = {}
-    for rows, host_stats, host_lags in drained:
-        writer.add("rounds", rows)
-        lags += host_lags
-        for _, broker, n_sent, n_suppressed, n_rejected in host_stats:
-            sent[broker] = sent.get(broker, 0) + n_sent
-            suppressed[broker] = suppressed.get(broker, 0) + n_suppressed
-            rejected[broker] = rejected.get(broker, 0) + n_rejected
+    for host in drained:
+        writer.add("rounds", host.rows)
+        lags += host.lags_s
+        for tick in host.ticks:
+            sent[tick.broker] = sent.get(tick.broker, 0) + tick.reports_sent
+            suppressed[tick.broker] = suppressed.get(tick.broker, 0) + tick.reports_suppressed
+            rejected[tick.broker] = rejected.get(tick.broker, 0) + tick.reports_rejected
     writer.add("messages", message_rows(sent, suppressed, counters, rejected, round_index, t_s))
     return lags
 

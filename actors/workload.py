@@ -20,7 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from actors.config import Profile
+
+@dataclass(frozen=True)
+class Profile:
+    """A rate over rounds. kind: constant | ramp | sine | poisson | trace; params as in the scenario file."""
+
+    kind: str
+    params: dict[str, Any]
 
 RateFunction = Callable[[Mapping[str, Any], int, np.random.Generator], float]
 

@@ -14,11 +14,12 @@ import pyarrow.dataset as ds
 from tqdm import tqdm
 
 from actors.backends import make_backend
-from actors.config import Scenario
 from actors.lockstep import run_lockstep
 from actors.telemetry import TelemetryWriter
 from experiments.errors import UserError
+from experiments.plan import build_plan
 from experiments.scenario import load_scenario
+from experiments.scenario.spec import Scenario
 
 
 def default_run_dir(scenario: Scenario) -> Path:
@@ -44,6 +45,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, *, address: str | None = Non
     run_dir = Path(run_dir)
     if (run_dir / "manifest.json").exists():
         raise UserError(f"{run_dir}: already holds a run; choose another --out")
+    plan = build_plan(scenario)
     backend = make_backend(scenario.backend, address)
     manifest = {
         "scenario_name": scenario.name,
@@ -53,7 +55,9 @@ def run_scenario(scenario: Scenario, run_dir: Path, *, address: str | None = Non
         "mode": scenario.mode,
         "scenario": scenario_manifest(scenario),
     }
-    writer = TelemetryWriter(run_dir, run_dir.name, manifest)
+    brokers = [broker.name for broker in plan.brokers]
+    names = {"broker": brokers, "group": plan.group_names, "dimension": plan.dimensions}
+    writer = TelemetryWriter(run_dir, run_dir.name, manifest, names)
     bar = tqdm(total=scenario.rounds, desc=scenario.name, unit="round", disable=not progress, leave=False)
     status = "failed"
     restore = _terminate_as_interrupt()
@@ -61,9 +65,9 @@ def run_scenario(scenario: Scenario, run_dir: Path, *, address: str | None = Non
         if scenario.mode == "realtime":
             from actors.realtime import run_realtime
 
-            run_realtime(scenario, backend, writer, on_round=lambda _: bar.update())
+            run_realtime(plan, backend, writer, on_round=lambda _: bar.update())
         else:
-            run_lockstep(scenario, backend, writer, on_round=lambda _: bar.update())
+            run_lockstep(plan, backend, writer, on_round=lambda _: bar.update())
         status = "complete"
     except KeyboardInterrupt:
         status = "interrupted"

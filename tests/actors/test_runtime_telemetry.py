@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import experiments
-from actors.config import Scenario
 from experiments import run as run_module
 from experiments.run import run_scenario
 from experiments.scenario import load_scenario
+from experiments.scenario.spec import Scenario
 
 SCENARIOS = Path(experiments.__file__).parent / "scenarios"
 

@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.config import Profile
-from actors.workload import PROFILES, ProfileError, check_profile, rate_at
+from actors.workload import PROFILES, Profile, ProfileError, check_profile, rate_at
 
 RNG = np.random.default_rng(0)  # only poisson draws; the others ignore it
 

@@ -9,9 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import experiments
-from actors.config import BurstSpec, ChannelSpec, EventSpec, GroupSpec, PolicySpec, Profile, Scenario
+from actors.workload import Profile
 from experiments.errors import UserError
 from experiments.scenario import ScenarioError, apply_overrides, load_scenario, parse_scenario
+from experiments.scenario.spec import BurstSpec, ChannelSpec, EventSpec, GroupSpec, PolicySpec, Scenario
 
 SCENARIOS = Path(experiments.__file__).parent / "scenarios"
 
@@ -41,7 +42,7 @@ channel: {loss: 0.1, delay_rounds: 0, duplicate: 0.0, reorder: 0.0}
 groups:
   - {name: tenant-a/ns-1, quota: {publish_msgs_per_s: 100}}
 brokers:
-  - {name: broker-1, workload: [{group: tenant-a/ns-1, topics: 3, msgs_per_s: 80, msg_bytes: 1000}]}
+  - {name: broker-1, workload: [{group: tenant-a/ns-1, msgs_per_s: 80, msg_bytes: 1000}]}
   - {name: broker-2, workload: [{group: tenant-a/ns-1, msgs_per_s: 70}]}
   - {name: broker-3, join_at: 20, workload: [{group: tenant-a/ns-1, msgs_per_s: 40}]}
 events:
@@ -92,7 +93,7 @@ BAD = {
     "unknown key in a workload": (
         base(brokers=[broker("broker-1", {"group": "tenant-a/ns-1", "msgs_per_s": 5, "rate": 5})]),
         "brokers[0].workload[0].rate",
-        "unknown key (allowed: group, msgs_per_s, topics, msg_bytes)",
+        "unknown key (allowed: group, msgs_per_s, msg_bytes)",
     ),
     "negative quota": (
         base(groups=[{"name": "g", "quota": {"publish_msgs_per_s": -5}}], brokers=[broker("broker-1")]),
@@ -374,9 +375,9 @@ def test_design_example_parses_as_written():
     assert scenario.channel == ChannelSpec(loss=0.1)
     assert scenario.groups == (GroupSpec("tenant-a/ns-1", {"publish_msgs_per_s": 100.0}),)
     first, second, third = scenario.brokers
-    assert first.workload[0].topics == 3 and first.workload[0].msg_bytes == 1000.0
+    assert first.workload[0].msg_bytes == 1000.0
     assert first.workload[0].msgs_per_s == Profile("constant", {"rate": 80})
-    assert second.workload[0].topics == 1 and second.join_at == 0
+    assert second.join_at == 0
     assert third.join_at == 20
     assert scenario.events == (
         EventSpec(

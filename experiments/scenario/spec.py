@@ -1,7 +1,8 @@
-"""The resolved scenario: plain dataclasses the runtime reads.
+"""A scenario as its author wrote it, checked: the dataclasses `experiments.scenario` parses YAML into.
 
-`experiments.scenario` parses and validates YAML into these; the runtime (actors/) never sees raw YAML.
-Every default here is the default a scenario file gets when it leaves the key out.
+Allowed keys are these fields, and every default here is the default a scenario file gets when it leaves the
+key out. Units are the author's (rounds); `experiments.plan.build_plan` translates a scenario once into the
+plan the runtime runs (`actors.plan`), which never sees these.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from actors.workload import Profile
 from allocator.codec import DIMENSIONS
 
 
@@ -58,18 +60,9 @@ class ChannelSpec:
 
 
 @dataclass(frozen=True)
-class Profile:
-    """A rate over rounds. kind: constant | ramp | sine | poisson | trace; params as in the scenario file."""
-
-    kind: str
-    params: dict[str, Any]
-
-
-@dataclass(frozen=True)
 class WorkloadSpec:
     group: str
     msgs_per_s: Profile
-    topics: int = 1
     msg_bytes: float = 1000.0
 
 

@@ -1,0 +1,234 @@
+"""From a checked scenario to the plan the runtime runs (`actors.plan.Plan`): the one place that translates.
+
+Rounds become seconds (`delay_rounds * interval_s`, ...), "unlimited" becomes `np.inf`, the policy is bound
+once, group names become ids, each broker learns the topics its groups' entries go to (`channel.routing`),
+and events become typed records. Nothing here checks a value: `experiments.scenario` did.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from actors.plan import (
+    BrokerEvent,
+    BrokerPlan,
+    Burst,
+    ChannelEvent,
+    ChannelPlan,
+    ClockSkewEvent,
+    DemandEvent,
+    Plan,
+    PlannedEvent,
+    QuotaEvent,
+    Workload,
+    component_rng,
+)
+from actors.workload import Profile
+from allocator import policies
+from allocator.broker_node import NodeSettings
+from allocator.codec import DIMENSIONS
+from allocator.routing import TOPIC_DTYPE, Routes
+from experiments.scenario.spec import BrokerSpec, EventSpec, Scenario
+
+DEFAULT_MSG_BYTES = 1000.0  # a group a `demand` event adds to a broker
+CLOCK_STREAM = 2  # a broker's generator for its initial clock offset (see actors.broker_host for the others)
+
+
+def build_plan(scenario: Scenario) -> Plan:
+    dimensions = _dimensions(scenario)
+    group_index = {group.name: index for index, group in enumerate(scenario.groups)}
+    quota, limited = _quota_rows([group.quota for group in scenario.groups], dimensions)
+    interval_s = scenario.interval_s
+    reporting, cleanup = scenario.reporting, scenario.cleanup
+    node = NodeSettings(
+        dimensions=dimensions,
+        interval_s=interval_s,
+        policy=policies.bind(scenario.policy.name, scenario.policy.params),
+        threshold_pct=reporting.threshold_pct,
+        force_every=reporting.force_every,
+        report_demand=reporting.report_demand,
+        stale_after_s=cleanup.stale_after_rounds * interval_s,
+        max_report_age_s=cleanup.max_report_age_rounds * interval_s,
+        compress=reporting.compress,
+        hmac_key=reporting.hmac_key.encode() if reporting.hmac_key else None,
+    )
+    interest = scenario.channel.routing == "interest"
+    channel = ChannelPlan(
+        **_channel_fields(asdict(scenario.channel), interval_s),
+        routing=scenario.channel.routing,
+        topics=len(scenario.brokers) if interest else scenario.channel.shards,
+    )
+    served = [_served_groups(broker, scenario.events, group_index) for broker in scenario.brokers]
+    routes = _interest_routes(served, len(scenario.groups)) if interest else None
+    brokers = tuple(
+        _broker_plan(scenario, index, spec, group_ids, routes, group_index)
+        for index, (spec, group_ids) in enumerate(zip(scenario.brokers, served, strict=True))
+    )
+    return Plan(
+        name=scenario.name,
+        seed=scenario.seed,
+        rounds=scenario.rounds,
+        interval_s=interval_s,
+        mode=scenario.mode,
+        dimensions=dimensions,
+        group_names=tuple(group_index),
+        quota=quota,
+        limited=limited,
+        node=node,
+        channel=channel,
+        session_timeout_s=cleanup.session_timeout_rounds * interval_s if cleanup.membership else None,
+        brokers=brokers,
+        events=_events(scenario, dimensions, group_index, brokers),
+        brokers_per_actor=scenario.brokers_per_actor,
+        timer_jitter=scenario.realtime.jitter_pct / 100.0,
+    )
+
+
+def _dimensions(scenario: Scenario) -> tuple[str, ...]:
+    """Quota dimensions named by any group or quota event, in the canonical order of DIMENSIONS."""
+    named = {dim for group in scenario.groups for dim in group.quota}
+    named |= {dim for event in scenario.events if event.kind == "quota" for dim in event.params}
+    return tuple(dim for dim in DIMENSIONS if dim in named)
+
+
+def _quota_rows(quotas: Sequence[Mapping[str, float]], dimensions: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """[G, D] rates (np.inf: unlimited, written as a negative number by the parser, or not named) and [G, D]
+    whether the group's quota names the dimension."""
+    rates = np.array([[quota.get(dim, np.inf) for dim in dimensions] for quota in quotas], dtype=np.float64)
+    limited = np.array([[dim in quota for dim in dimensions] for quota in quotas], dtype=bool)
+    rates = rates.reshape(len(quotas), len(dimensions))
+    return np.where(rates < 0, np.inf, rates), limited.reshape(rates.shape)
+
+
+def _channel_fields(spec: Mapping[str, Any], interval_s: float) -> dict[str, Any]:
+    """ChannelPlan fields from ChannelSpec fields (all of them, or the ones a `channel` event changes)."""
+    converted: dict[str, Any] = {}
+    for key, value in spec.items():
+        if key in ("loss", "duplicate", "reorder"):
+            converted[key] = value
+        elif key == "delay_rounds":
+            converted["delay_s"] = value * interval_s
+        elif key == "jitter_rounds":
+            converted["jitter_s"] = value * interval_s
+        elif key == "burst":
+            converted["burst"] = None if value is None else Burst(**_as_dict(value))
+        elif key == "partitions":
+            converted["partitions"] = tuple(tuple(part) for part in value)
+    if "reorder" in spec:
+        converted["reorder_delay_s"] = interval_s
+    return converted
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else asdict(value)
+
+
+def _served_groups(broker: BrokerSpec, events: Sequence[EventSpec], group_index: Mapping[str, int]) -> np.ndarray:
+    """Global ids of every group the broker may serve: its workload's, then those `demand` events add."""
+    demanded = [event.params["group"] for event in events if event.kind == "demand" and event.target == broker.name]
+    names = dict.fromkeys([*(work.group for work in broker.workload), *demanded])
+    return np.array([group_index[name] for name in names], dtype=np.int64)
+
+
+def _interest_routes(served: list[np.ndarray], n_groups: int) -> list[Routes]:
+    """Per broker, per group it serves: the inbox topics (plan indices) of the group's other owners."""
+    owner_group = np.concatenate(served)
+    owner_broker = np.repeat(np.arange(len(served)), [len(ids) for ids in served])
+    owners_by_group = owner_broker[np.argsort(owner_group, kind="stable")]
+    n_owners = np.bincount(owner_group, minlength=n_groups)
+    first_owner = np.cumsum(n_owners) - n_owners
+    routes = []
+    for broker, group_ids in enumerate(served):
+        counts = n_owners[group_ids]
+        within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        owners = owners_by_group[np.repeat(first_owner[group_ids], counts) + within]
+        others = owners[owners != broker]
+        offsets = np.concatenate([[0], np.cumsum(counts - 1)]).astype(np.int64)
+        routes.append(Routes(offsets=offsets, topics=others.astype(TOPIC_DTYPE)))
+    return routes
+
+
+def _broker_plan(
+    scenario: Scenario,
+    index: int,
+    spec: BrokerSpec,
+    group_ids: np.ndarray,
+    interest_routes: list[Routes] | None,
+    group_index: Mapping[str, int],
+) -> BrokerPlan:
+    group_names = tuple(scenario.groups[gid].name for gid in group_ids.tolist())
+    if interest_routes is None:
+        routes = Routes.sharded(group_ids, scenario.channel.shards)
+        subscriptions = tuple(np.unique(routes.topics).tolist())
+    else:
+        routes, subscriptions = interest_routes[index], (index,)
+    offset_s = 0.0
+    if scenario.mode == "realtime" and scenario.realtime.clock_offset_s > 0:
+        bound = scenario.realtime.clock_offset_s
+        offset_s = float(component_rng(scenario.seed, spec.name, CLOCK_STREAM).uniform(-bound, bound))
+    return BrokerPlan(
+        name=spec.name,
+        index=index,
+        join_at=spec.join_at,
+        group_ids=group_ids,
+        group_names=group_names,
+        routes=routes,
+        subscriptions=subscriptions,
+        workload=_workload(spec, len(group_ids)),
+        clock_offset_s=offset_s,
+    )
+
+
+def _workload(spec: BrokerSpec, n_groups: int) -> Workload:
+    """The broker's workload rows (its workload entries come first, in order; the rest start idle)."""
+    msgs_per_s = np.zeros(n_groups)
+    msg_bytes = np.full(n_groups, DEFAULT_MSG_BYTES)
+    profiles: dict[int, Profile] = {}
+    for row, work in enumerate(spec.workload):
+        msg_bytes[row] = work.msg_bytes
+        if work.msgs_per_s.kind == "constant":
+            msgs_per_s[row] = work.msgs_per_s.params["rate"]
+        else:
+            profiles[row] = work.msgs_per_s
+    return Workload(msgs_per_s, msg_bytes, np.full(n_groups, spec.join_at, dtype=np.int64), profiles)
+
+
+def _events(
+    scenario: Scenario, dimensions: tuple[str, ...], group_index: Mapping[str, int], brokers: Sequence[BrokerPlan]
+) -> tuple[PlannedEvent, ...]:
+    """Typed events in round order; a quota event carries the group's whole new row (it changes only the
+    dimensions it names)."""
+    current_quota = {group.name: dict(group.quota) for group in scenario.groups}
+    by_name = {broker.name: broker for broker in brokers}
+    planned = []
+    for event in scenario.events:
+        at, target, params = event.at, event.target, event.params
+        if event.kind in ("join", "leave", "crash", "restart"):
+            typed: Any = BrokerEvent(at, event.kind, target)
+        elif event.kind == "demand":
+            row = int(np.flatnonzero(by_name[target].group_ids == group_index[params["group"]])[0])
+            typed = DemandEvent(at, target, row, params["msgs_per_s"])
+        elif event.kind == "quota":
+            current_quota[target].update(params)
+            rates, limited = _quota_rows([current_quota[target]], dimensions)
+            typed = QuotaEvent(at, group_index[target], rates[0], limited[0])
+        elif event.kind == "channel":
+            typed = ChannelEvent(at, _channel_fields(params, scenario.interval_s))
+        elif event.kind == "clock_skew":
+            typed = ClockSkewEvent(at, target, float(params["offset_s"]))
+        else:
+            raise ValueError(f"unknown event kind {event.kind!r}")
+        planned.append(PlannedEvent(typed, event.kind, target, _detail(params)))
+    return tuple(planned)
+
+
+def _detail(params: Mapping[str, Any]) -> str:
+    """The event's parameters as written, for the `events` table."""
+    shown = {key: (asdict(value) if isinstance(value, Profile) else value) for key, value in params.items()}
+    return json.dumps(shown, default=str)
+

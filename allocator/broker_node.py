@@ -9,18 +9,20 @@ driver runs every broker's first phase before any second phase, a realtime broke
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from allocator import policies
 from allocator.bucket_array import TokenBucketArray
-from allocator.codec import ReportError, UsageReport, decode_report, encode_report
+from allocator.codec import ReportError, UsageReport, check_key, decode_reports, encode_split
 from allocator.reporting import ReportSuppressor, Selection
+from allocator.routing import Routes
 from allocator.usage_table import OWN, CleanupRules, Merge, UsageTable
 
 BYTES_DIMENSIONS = frozenset({"publish_bytes_per_s", "dispatch_bytes_per_s"})
 MIN_LIMIT = 1.0  # Pulsar's floor: a limiter rate of 0 would mean "unlimited", and 0 would starve the broker
+DEFAULT_POLICY = policies.bind("pip82-steal")
 
 
 @dataclass(frozen=True)
@@ -29,16 +31,17 @@ class NodeSettings:
 
     dimensions: tuple[str, ...]
     interval_s: float = 1.0
-    policy: str = "pip82-steal"
-    policy_params: dict[str, float] = field(default_factory=dict)
+    policy: policies.BoundPolicy = DEFAULT_POLICY  # bound and checked once, where the scenario is loaded
     threshold_pct: float = 10.0
     force_every: int = 5
     report_demand: bool = False
-    stale_after_rounds: float = 10.0
-    max_report_age_rounds: float = 2.0
+    stale_after_s: float = 10.0  # an entry of another broker not refreshed for this long expires
+    max_report_age_s: float = 2.0  # a report published longer ago than this is dropped
     compress: bool = False
     hmac_key: bytes | None = None
-    shards: int = 1
+
+    def __post_init__(self) -> None:
+        check_key(self.hmac_key)  # TypeError now, rather than every report counted as bad later
 
 
 @dataclass(frozen=True)
@@ -52,9 +55,9 @@ class Traffic:
 
 @dataclass(frozen=True)
 class Outbox:
-    payloads: list[tuple[int, bytes]]  # (shard, encoded report)
-    reported: np.ndarray  # bool[G]
-    report_bytes: np.ndarray  # [G]: each reported group's share of the bytes published
+    payloads: list[tuple[int, bytes]]  # (topic, encoded report): one report per topic, of the entries routed to it
+    reported: np.ndarray  # bool[G]: groups whose entry was published (on at least one topic)
+    report_bytes: np.ndarray  # [G]: each group's share of all the bytes published for it
     suppressed: int
 
 
@@ -68,7 +71,11 @@ class Inbox:
 
 
 class BrokerNode:
-    """The state one broker keeps for the groups it may serve (`group_ids`, with `quota[G, D]`)."""
+    """The state one broker keeps for the groups it may serve (`group_ids`, with `quota[G, D]`).
+
+    A quota is a rate >= 0 or `np.inf` (unlimited, whose limit is then +inf too). `routes` says on which topics
+    each group's entry is published (None: every group on topic 0).
+    """
 
     def __init__(
         self,
@@ -77,28 +84,27 @@ class BrokerNode:
         quota: np.ndarray,
         settings: NodeSettings,
         *,
+        routes: Routes | None = None,
         incarnation: int = 0,
         group_names: dict[int, str] | None = None,
         known_brokers: Iterable[str] | None = None,
     ):
-        policies.check_params(settings.policy, settings.policy_params)
         self.name = name
         self.settings = settings
         self.incarnation = incarnation
         self.group_ids = np.asarray(group_ids, dtype=np.int64)
-        self.quota = np.array(quota, dtype=np.float64).reshape(len(self.group_ids), len(settings.dimensions))
+        n_groups = len(self.group_ids)
+        self.quota = _checked_quota(quota, (n_groups, len(settings.dimensions)))
+        self.routes = Routes.single(n_groups) if routes is None else routes
+        if self.routes.n_groups != n_groups:
+            raise ValueError(f"routes are for {self.routes.n_groups} groups, the node has {n_groups}")
         self.group_names = group_names
         self.known_brokers = set(known_brokers) if known_brokers is not None else None
-        interval = settings.interval_s
-        rules = CleanupRules(
-            stale_after_s=settings.stale_after_rounds * interval,
-            max_report_age_s=settings.max_report_age_rounds * interval,
-        )
+        rules = CleanupRules(stale_after_s=settings.stale_after_s, max_report_age_s=settings.max_report_age_s)
         self.table = UsageTable(name, self.group_ids, len(settings.dimensions), rules)
         self.suppressor = ReportSuppressor(
-            len(self.group_ids), len(settings.dimensions), settings.threshold_pct, settings.force_every
+            n_groups, len(settings.dimensions), settings.threshold_pct, settings.force_every
         )
-        n_groups = len(self.group_ids)
         self.limit = np.zeros((n_groups, len(settings.dimensions)))
         self.serving = np.zeros(n_groups, dtype=bool)
         self._buckets = [
@@ -150,14 +156,14 @@ class BrokerNode:
         return traffic
 
     def build_reports(self, traffic: Traffic, now_s: float) -> Outbox:
-        """Encode this round's report (split by shard), leaving out what the threshold suppresses."""
+        """Encode this round's reports (one per topic), leaving out what the threshold suppresses."""
         selection = self.suppressor.select(traffic.usage, self.serving)
         outbox = self._encode(selection, traffic.usage, traffic.demand, now_s)
         self.suppressor.commit(selection, traffic.usage)
         return outbox
 
     def leave(self, now_s: float) -> Outbox:
-        """A clean leave: one report of zeros for every group others hold an entry of."""
+        """A clean leave: zeros for every group others hold an entry of, along the same routes."""
         selection = self.suppressor.leave()
         zeros = np.zeros_like(self.limit)
         outbox = self._encode(selection, zeros, zeros, now_s)
@@ -167,22 +173,18 @@ class BrokerNode:
     # -- phase 2: receive, clean up, allocate ----------------------------------------------------
 
     def receive(self, payloads: Iterable[bytes], now_s: float) -> Inbox:
-        """Decode and merge reports; a bad one is counted and dropped, never raised."""
+        """Decode and merge reports, all at once; a bad one is counted and dropped, never raised."""
         inbox = Inbox()
-        key = self.settings.hmac_key
-        for payload in payloads:
-            try:
-                report = decode_report(payload, key=key, known_brokers=self.known_brokers)
-            except ReportError:
+        reports = []
+        decoded = decode_reports(payloads, key=self.settings.hmac_key, known_brokers=self.known_brokers)
+        for report in decoded:
+            # a report in other dimensions would land its columns in the wrong ones, or not fit at all
+            if isinstance(report, ReportError) or tuple(report.dimensions) != tuple(self.settings.dimensions):
                 inbox.rejected += 1
-                continue
-            if tuple(report.dimensions) != tuple(self.settings.dimensions):
-                inbox.rejected += 1  # its columns would land in the wrong dimensions, or not fit at all
-                continue
-            if report.broker == self.name:
-                inbox.discarded += 1
-                continue
-            if self.table.merge(report, now_s) is Merge.ACCEPTED:
+            else:
+                reports.append(report)
+        for outcome in self.table.merge_many(reports, now_s):
+            if outcome is Merge.ACCEPTED:
                 inbox.accepted += 1
             else:
                 inbox.discarded += 1
@@ -195,20 +197,18 @@ class BrokerNode:
 
     def allocate(self) -> np.ndarray:
         """Compute this broker's new limits from its view and hand them to the buckets; returns [G, D]."""
-        n_brokers = self.table.n_brokers
-        present = self.table.present[:, :n_brokers]
-        with_demand = self.settings.report_demand and self.table.demand_known[:, :n_brokers][present].all()
+        n_slots = self.table.n_slots
+        present = self.table.present[:, :n_slots]
+        with_demand = self.settings.report_demand and self.table.demand_known[:, :n_slots][present].all()
         for index in range(len(self.settings.dimensions)):
             limit_view = np.zeros(present.shape)
             limit_view[:, OWN] = self.limit[:, index]
-            new_limit = policies.step(
-                self.settings.policy,
+            new_limit = self.settings.policy(
                 self.quota[:, index],
-                self.table.usage[:, :n_brokers, index],
+                self.table.usage[:, :n_slots, index],
                 limit_view,
-                self.table.demand[:, :n_brokers, index] if with_demand else None,
+                self.table.demand[:, :n_slots, index] if with_demand else None,
                 present,
-                **self.settings.policy_params,
             )[:, OWN]
             self.limit[:, index] = np.where(self.serving, self._floored(new_limit), self.limit[:, index])
         self._apply_limits()
@@ -219,7 +219,7 @@ class BrokerNode:
 
     def set_quota(self, quota: np.ndarray) -> None:
         """A changed quota takes effect at the next allocation."""
-        self.quota = np.array(quota, dtype=np.float64).reshape(self.quota.shape)
+        self.quota = _checked_quota(quota, self.quota.shape)
 
     def view_brokers(self) -> np.ndarray:
         return self.table.view_brokers()
@@ -229,12 +229,12 @@ class BrokerNode:
     def _start_serving(self, starting: np.ndarray, now_s: float) -> None:
         view = self.table.present[starting, 1:].sum(axis=1) + 1  # the others it knows, and itself
         for index in range(len(self.settings.dimensions)):
-            initial = policies.initial_limit(self.settings.policy, self.quota[starting, index], view)
+            initial = self.settings.policy.initial_limit(self.quota[starting, index], view)
             self.limit[starting, index] = self._floored(initial)
         self._apply_limits()
 
     def _floored(self, limit: np.ndarray) -> np.ndarray:
-        """Unlimited (-1) becomes an infinite rate; anything else is at least MIN_LIMIT."""
+        """The policies' unlimited marker (-1) becomes an infinite rate; anything else is at least MIN_LIMIT."""
         return np.where(limit < 0, np.inf, np.maximum(limit, MIN_LIMIT))
 
     def _apply_limits(self) -> None:
@@ -245,32 +245,39 @@ class BrokerNode:
             bucket.set_rate(rate, now_ns, capacity=rate * self.settings.interval_s)
 
     def _encode(self, selection: Selection, usage: np.ndarray, demand: np.ndarray, now_s: float) -> Outbox:
+        """One report per topic, of the selected groups routed to it. The (row, topic) pairs of the selected
+        groups are sorted by topic once (a stable sort keeps rows increasing within each topic, as
+        `encode_split` wants), and every report is a slice of that order."""
         n_groups = len(self.group_ids)
-        report_bytes = np.zeros(n_groups)
-        payloads: list[tuple[int, bytes]] = []
-        rows = np.flatnonzero(selection.report)
-        if len(rows) == 0:
-            return Outbox(payloads, selection.report, report_bytes, selection.suppressed)
+        pair_rows, pair_topics = self.routes.pairs(np.flatnonzero(selection.report))
+        reported = np.zeros(n_groups, dtype=bool)
+        reported[pair_rows] = True
+        if len(pair_rows) == 0:
+            return Outbox([], reported, np.zeros(n_groups), selection.suppressed)
         self._seq += 1
-        shards = self.group_ids[rows] % self.settings.shards
-        for shard in np.unique(shards):
-            shard_rows = rows[shards == shard]
-            report = UsageReport(
-                broker=self.name,
-                incarnation=self.incarnation,
-                seq=self._seq,
-                sent_at_ms=int(round(now_s * 1000)),
-                interval_ms=int(round(self.settings.interval_s * 1000)),
-                dimensions=self.settings.dimensions,
-                group_ids=self.group_ids[shard_rows],
-                usage=usage[shard_rows],
-                demand=demand[shard_rows] if self.settings.report_demand else None,
-                dictionary=self._dictionary(shard_rows),
-            )
-            payload = encode_report(report, key=self.settings.hmac_key, compress=self.settings.compress)
-            payloads.append((int(shard), payload))
-            report_bytes[shard_rows] = len(payload) / len(shard_rows)
-        return Outbox(payloads, selection.report, report_bytes, selection.suppressed)
+        order = np.argsort(pair_topics, kind="stable")
+        pair_rows, pair_topics = pair_rows[order], pair_topics[order]
+        starts = np.flatnonzero(np.r_[True, pair_topics[1:] != pair_topics[:-1]])
+        bounds = np.r_[starts, len(pair_rows)]
+        report = UsageReport(
+            broker=self.name,
+            incarnation=self.incarnation,
+            seq=self._seq,
+            sent_at_ms=int(round(now_s * 1000)),
+            interval_ms=int(round(self.settings.interval_s * 1000)),
+            dimensions=self.settings.dimensions,
+            group_ids=self.group_ids,
+            usage=usage,
+            demand=demand if self.settings.report_demand else None,
+            dictionary=self._dictionary(np.flatnonzero(reported)),
+        )
+        encoded = encode_split(report, pair_rows, bounds, key=self.settings.hmac_key, compress=self.settings.compress)
+        entries = np.diff(bounds)
+        bytes_per_entry = np.array([len(payload) for payload in encoded]) / entries
+        report_bytes = np.bincount(pair_rows, weights=np.repeat(bytes_per_entry, entries), minlength=n_groups)
+        return Outbox(
+            list(zip(pair_topics[starts].tolist(), encoded, strict=True)), reported, report_bytes, selection.suppressed
+        )
 
     def _dictionary(self, rows: np.ndarray) -> dict[int, str] | None:
         """Group names travel once, with the first report of each group (PIP-82: ids in reports, names on
@@ -280,3 +287,11 @@ class BrokerNode:
             return None
         self._named[rows] = True
         return {int(group_id): self.group_names[int(group_id)] for group_id in self.group_ids[rows]}
+
+
+def _checked_quota(quota: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """[G, D] quotas as float64: rates >= 0, or `np.inf` for unlimited (the one way to say it)."""
+    quota = np.array(quota, dtype=np.float64).reshape(shape)
+    if not (quota >= 0).all():  # NaN fails too
+        raise ValueError("quota must be >= 0, or np.inf for unlimited")
+    return quota

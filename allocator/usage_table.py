@@ -1,13 +1,21 @@
-"""The usage map `group -> broker -> entry`, held as dense arrays, with every cleanup rule of PIP-82.
+"""The usage map `group -> broker -> entry`, held compactly, with every cleanup rule of PIP-82.
 
-Rows are the groups this broker serves (local indices 0..G-1, looked up from global group ids); columns
-are the brokers heard of so far, column 0 being this broker itself. An entry is (usage, demand, refreshed
-at, sequence number) per quota dimension. Reports for groups this broker does not serve are ignored: a
-broker only needs the entries of the groups it shares (PIP-82's memory estimate counts exactly those).
+Rows are the groups this broker serves (local indices 0..G-1, looked up from global group ids). A row keeps
+only the brokers that report its group, in slots: `slot_broker[g, k]` is the broker in slot k of row g (an
+index into `brokers`, or -1 for a free slot), and slot 0 is always this broker. An entry is (usage, demand,
+refreshed at, sequence number) per slot. So the arrays are [G, K] with K the most brokers seen for any one
+group (5 in PIP-82's sizing), whatever the number of brokers in the cluster (100 there): merging, expiring and
+allocating cost the same in a cluster of 10 brokers or 1,000. Reports for groups this broker does not serve
+are ignored: a broker only needs the entries of the groups it shares (PIP-82's memory estimate counts those).
+
+A slot stays with its broker while the broker's entry is absent (a zero report or an expiry), keeping its
+sequence number so that a late copy cannot bring the entry back; it is freed when the broker's entries are
+voided (a restart or a removal by the membership).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -15,7 +23,8 @@ import numpy as np
 
 from allocator.codec import UsageReport
 
-OWN = 0  # column of the broker that holds the table
+OWN = 0  # slot (and broker index) of the broker that holds the table
+FREE = -1  # `slot_broker` of a free slot
 
 
 class Merge(Enum):
@@ -24,7 +33,8 @@ class Merge(Enum):
     ACCEPTED = "accepted"
     TOO_OLD = "too_old"  # published more than max_report_age_s ago (by the publisher's clock)
     OLD_INCARNATION = "old_incarnation"  # from an incarnation older than one already seen
-    DUPLICATE = "duplicate"  # no entry had a lower sequence number: a duplicate or a stale reordering
+    DUPLICATE = "duplicate"  # none of its entries was newer: a duplicate or a stale reordering
+    OWN = "own"  # this broker's own report, come back through the channel
 
 
 @dataclass(frozen=True)
@@ -44,25 +54,28 @@ class UsageTable:
         self._sorted_ids = self.group_ids[self._order]
         self._lookup = _dense_lookup(self.group_ids)
         self.brokers: list[str] = []
-        self._column: dict[str, int] = {}
-        self._incarnation = np.zeros(0, dtype=np.int64)
+        self._index: dict[str, int] = {}
+        self._incarnation = np.zeros(0, dtype=np.int64)  # [brokers heard of]
         n_groups = len(self.group_ids)
-        self.usage = np.zeros((n_groups, 0, n_dimensions))
-        self.demand = np.zeros((n_groups, 0, n_dimensions))
-        self.present = np.zeros((n_groups, 0), dtype=bool)
-        self.demand_known = np.zeros((n_groups, 0), dtype=bool)
-        self._refreshed_s = np.zeros((n_groups, 0))
-        self._seq = np.full((n_groups, 0), -1, dtype=np.int64)
-        self._column_of(own_broker)
+        self.n_slots = 1  # slots in use in some row: every [G, K] array holds at least this many
+        self.slot_broker = np.full((n_groups, 1), FREE, dtype=np.int32)
+        self.usage = np.zeros((n_groups, 1, n_dimensions))
+        self.demand = np.zeros((n_groups, 1, n_dimensions))
+        self.present = np.zeros((n_groups, 1), dtype=bool)
+        self.demand_known = np.zeros((n_groups, 1), dtype=bool)
+        self._refreshed_s = np.zeros((n_groups, 1))
+        self._seq = np.full((n_groups, 1), -1, dtype=np.int64)
+        self.slot_broker[:, OWN] = self._broker_index(own_broker)
 
     def __repr__(self) -> str:
         return (
             f"UsageTable(own={self.own_broker!r}, groups={len(self.group_ids)}, brokers={len(self.brokers)}, "
-            f"entries={int(self.present.sum())})"
+            f"slots={self.n_slots}, entries={int(self.present.sum())})"
         )
 
     @property
     def n_brokers(self) -> int:
+        """Brokers heard of, this one included."""
         return len(self.brokers)
 
     def local_rows(self, group_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -81,6 +94,14 @@ class UsageTable:
         known = self._sorted_ids[positions] == group_ids
         return self._order[positions], known
 
+    def entries(self) -> dict[tuple[int, str], np.ndarray]:
+        """The present entries as `(group id, broker) -> usage[D]`, for inspection (a loop: not for rounds)."""
+        rows, slots = np.nonzero(self.present)
+        return {
+            (int(self.group_ids[row]), self.brokers[self.slot_broker[row, slot]]): self.usage[row, slot].copy()
+            for row, slot in zip(rows, slots, strict=True)
+        }
+
     def set_own(self, usage: np.ndarray, demand: np.ndarray, serving: np.ndarray, now_s: float) -> None:
         """This broker's own entries: measured, never stale, present while it serves the group."""
         self.usage[:, OWN] = usage
@@ -90,35 +111,46 @@ class UsageTable:
         self._refreshed_s[:, OWN] = now_s
 
     def merge(self, report: UsageReport, now_s: float) -> Merge:
-        """Apply a decoded report: newer entries replace older ones; a row of zeros removes the entry.
+        """Apply one decoded report (`merge_many` of one)."""
+        return self.merge_many([report], now_s)[0]
+
+    def merge_many(self, reports: Sequence[UsageReport], now_s: float) -> list[Merge]:
+        """Apply decoded reports received together: newer entries replace older ones; zeros remove the entry.
 
         Sequence numbers are checked per entry, not per report, so a broker may split one round's report
-        over several shards (all with that round's number) and a late copy never overwrites fresher data.
+        over several topics (all with that round's number) and a late copy never overwrites fresher data.
+        The batch acts as if its reports came one after the other, except that a report is counted as
+        accepted only if one of its entries is kept: a report whose every entry a newer one of the same batch
+        replaces, or that comes from an incarnation older than another report of the batch, is discarded.
         """
-        if report.sent_at_ms / 1000.0 < now_s - self.rules.max_report_age_s:
-            return Merge.TOO_OLD
-        column = self._column_of(report.broker)
-        if report.incarnation < self._incarnation[column]:
-            return Merge.OLD_INCARNATION
-        if report.incarnation > self._incarnation[column]:
-            self._clear_column(column)  # a restarted broker: what its old incarnation said is void
-            self._incarnation[column] = report.incarnation
-        rows, known = self.local_rows(report.group_ids)
-        rows = rows[known]
-        newer = report.seq > self._seq[rows, column]
-        if not newer.any():
-            return Merge.DUPLICATE
-        rows = rows[newer]
-        usage = report.usage[known][newer]
-        stopped = ~usage.any(axis=1)
-        self.usage[rows, column] = usage
-        if report.demand is not None:
-            self.demand[rows, column] = report.demand[known][newer]
-        self.demand_known[rows, column] = report.demand is not None
-        self.present[rows, column] = ~stopped
-        self._refreshed_s[rows, column] = now_s
-        self._seq[rows, column] = report.seq
-        return Merge.ACCEPTED
+        outcomes: list[Merge | None] = [None] * len(reports)
+        senders = np.zeros(len(reports), dtype=np.int64)
+        newest_incarnation: dict[int, int] = {}
+        oldest_sent_s = now_s - self.rules.max_report_age_s
+        for index, report in enumerate(reports):
+            if report.sent_at_ms / 1000.0 < oldest_sent_s:
+                outcomes[index] = Merge.TOO_OLD
+                continue
+            if report.broker == self.own_broker:
+                outcomes[index] = Merge.OWN
+                continue
+            sender = senders[index] = self._broker_index(report.broker)
+            newest_incarnation[sender] = max(newest_incarnation.get(sender, -1), report.incarnation)
+        for sender, incarnation in newest_incarnation.items():
+            if incarnation > self._incarnation[sender]:
+                self._clear_broker(sender)  # a restarted broker: what its old incarnation said is void
+                self._incarnation[sender] = incarnation
+        live = []
+        for index, report in enumerate(reports):
+            if outcomes[index] is None:
+                if report.incarnation < self._incarnation[senders[index]]:
+                    outcomes[index] = Merge.OLD_INCARNATION
+                else:
+                    live.append(index)
+        kept_by_report = self._merge_entries([reports[index] for index in live], senders[live], now_s)
+        for index, kept in zip(live, kept_by_report, strict=True):
+            outcomes[index] = Merge.ACCEPTED if kept else Merge.DUPLICATE
+        return outcomes  # type: ignore[return-value]  # every report has its outcome now
 
     def expire(self, now_s: float) -> int:
         """Remove the entries of other brokers not refreshed within `stale_after_s`; returns how many."""
@@ -129,53 +161,123 @@ class UsageTable:
 
     def remove_broker(self, broker: str, incarnation: int | None = None) -> bool:
         """Drop every entry of a broker the membership registry declared dead (that incarnation or older)."""
-        column = self._column.get(broker)
-        if column is None or column == OWN:
+        index = self._index.get(broker)
+        if index is None or index == OWN:
             return False
-        if incarnation is not None and incarnation < self._incarnation[column]:
+        if incarnation is not None and incarnation < self._incarnation[index]:
             return False  # the dead one is an older incarnation; the live one keeps its entries
-        self._clear_column(column)
+        self._clear_broker(index)
         # A dead incarnation never comes back (a restart registers a higher one): a late report of it still
         # in the channel must not bring its entries back, so that incarnation and older ones are refused.
-        dead = self._incarnation[column] if incarnation is None else max(incarnation, self._incarnation[column])
-        self._incarnation[column] = dead + 1
+        dead = self._incarnation[index] if incarnation is None else max(incarnation, self._incarnation[index])
+        self._incarnation[index] = dead + 1
         return True
 
     def view_brokers(self) -> np.ndarray:
         """Number of brokers present in this broker's view, per group."""
         return self.present.sum(axis=1)
 
-    def _clear_column(self, column: int) -> None:
-        self.present[:, column] = False
-        self.demand_known[:, column] = False
-        self._seq[:, column] = -1
+    # -- internals -------------------------------------------------------------------------------
 
-    def _column_of(self, broker: str) -> int:
-        column = self._column.get(broker)
-        if column is not None:
-            return column
-        column = len(self.brokers)
-        self.brokers.append(broker)
-        self._column[broker] = column
-        if column >= self.present.shape[1]:
-            self._grow(max(4, 2 * self.present.shape[1]))
-        return column
+    def _merge_entries(self, reports: list[UsageReport], senders: np.ndarray, now_s: float) -> np.ndarray:
+        """Write the entries of `reports` (all from live incarnations) that are newer than the table and than
+        every other entry of the batch for the same slot; returns bool[len(reports)]: one of its entries kept."""
+        if not reports:
+            return np.zeros(0, dtype=bool)
+        counts = np.array([len(report.group_ids) for report in reports])
+        rows, known = self.local_rows(np.concatenate([report.group_ids for report in reports]))
+        usage = np.concatenate([report.usage for report in reports])[known]
+        demand_known = np.repeat([report.demand is not None for report in reports], counts)[known]
+        demand = np.concatenate([_demand_or_zeros(report) for report in reports])[known]
+        seq = np.repeat([report.seq for report in reports], counts)[known]
+        of_report = np.repeat(np.arange(len(reports)), counts)[known]
+        rows = rows[known]
+        slots = self._slots_of(rows, np.repeat(senders, counts)[known])
 
-    def _grow(self, n_columns: int) -> None:
-        """Widen every per-entry array to `n_columns`, amortised by doubling."""
-        extra = n_columns - self.present.shape[1]
+        # the newest entry per slot: newer than the table, the highest sequence number, the first of equals
+        flat = rows * self.slot_broker.shape[1] + slots
+        newest = self._seq.ravel().copy()
+        np.maximum.at(newest, flat, seq)
+        candidate = np.flatnonzero((seq == newest[flat]) & (seq > self._seq.ravel()[flat]))
+        first = np.full(newest.shape, len(seq))
+        np.minimum.at(first, flat[candidate], candidate)
+        kept = candidate[first[flat[candidate]] == candidate]
+
+        rows, slots, usage = rows[kept], slots[kept], usage[kept]
+        self.usage[rows, slots] = usage
+        self.demand[rows, slots] = demand[kept]
+        self.demand_known[rows, slots] = demand_known[kept]
+        self.present[rows, slots] = usage.any(axis=1)
+        self._refreshed_s[rows, slots] = now_s
+        self._seq[rows, slots] = seq[kept]
+        return np.bincount(of_report[kept], minlength=len(reports)) > 0
+
+    def _slots_of(self, rows: np.ndarray, brokers: np.ndarray) -> np.ndarray:
+        """The slot of each (row, broker) entry, taking free slots for the ones not in the table yet."""
+        occupants = np.take(self.slot_broker[:, : self.n_slots], rows, axis=0)
+        hit = occupants == brokers[:, None]
+        slots = hit.argmax(axis=1)
+        missing = ~np.take_along_axis(hit, slots[:, None], axis=1)[:, 0]
+        if missing.any():
+            slots[missing] = self._take_free_slots(rows[missing], brokers[missing])
+        return slots
+
+    def _take_free_slots(self, rows: np.ndarray, brokers: np.ndarray) -> np.ndarray:
+        """Give each new (row, broker) pair (possibly repeated) the lowest free slot of its row, widening the
+        arrays when a row has too few; returns the slot of each pair."""
+        pairs, pair_of = np.unique(rows * len(self.brokers) + brokers, return_inverse=True)
+        new_rows, new_brokers = pairs // len(self.brokers), pairs % len(self.brokers)
+        # rank of each new pair among the new pairs of its row (pairs are sorted by row)
+        first_of_row = np.r_[True, new_rows[1:] != new_rows[:-1]]
+        rank = np.arange(len(pairs)) - np.maximum.accumulate(np.where(first_of_row, np.arange(len(pairs)), 0))
+        occupied = (np.take(self.slot_broker, new_rows, axis=0) != FREE).sum(axis=1)
+        self._widen(int((occupied + rank).max()) + 1)
+        free = np.take(self.slot_broker, new_rows, axis=0) == FREE
+        slots = (np.cumsum(free, axis=1) > rank[:, None]).argmax(axis=1)  # the (rank + 1)-th free slot
+        self.slot_broker[new_rows, slots] = new_brokers
+        self.n_slots = max(self.n_slots, int(slots.max()) + 1)
+        return slots[pair_of]
+
+    def _widen(self, n_slots: int) -> None:
+        """Make room for `n_slots` slots per row, doubling the width as needed (amortised growth)."""
+        width = self.slot_broker.shape[1]
+        if n_slots <= width:
+            return
+        while width < n_slots:
+            width *= 2
+        extra = width - self.slot_broker.shape[1]
 
         def widen(array: np.ndarray, fill: float | bool) -> np.ndarray:
             pad_shape = (array.shape[0], extra, *array.shape[2:])
             return np.concatenate([array, np.full(pad_shape, fill, dtype=array.dtype)], axis=1)
 
+        self.slot_broker = widen(self.slot_broker, FREE)
         self.usage = widen(self.usage, 0.0)
         self.demand = widen(self.demand, 0.0)
         self.present = widen(self.present, False)
         self.demand_known = widen(self.demand_known, False)
         self._refreshed_s = widen(self._refreshed_s, 0.0)
         self._seq = widen(self._seq, -1)
-        self._incarnation = np.concatenate([self._incarnation, np.zeros(extra, dtype=np.int64)])
+
+    def _clear_broker(self, index: int) -> None:
+        """Void every entry of broker `index` and free its slots."""
+        slots = self.slot_broker == index
+        self.present[slots] = False
+        self.demand_known[slots] = False
+        self._seq[slots] = -1
+        self.slot_broker[slots] = FREE
+
+    def _broker_index(self, broker: str) -> int:
+        index = self._index.get(broker)
+        if index is None:
+            index = self._index[broker] = len(self.brokers)
+            self.brokers.append(broker)
+            self._incarnation = np.append(self._incarnation, 0)
+        return index
+
+
+def _demand_or_zeros(report: UsageReport) -> np.ndarray:
+    return report.demand if report.demand is not None else np.zeros_like(report.usage)
 
 
 def _dense_lookup(group_ids: np.ndarray) -> np.ndarray | None:

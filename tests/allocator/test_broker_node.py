@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from allocator import policies
 from allocator.broker_node import MIN_LIMIT, BrokerNode, NodeSettings
 from allocator.codec import decode_report
+from allocator.routing import Routes
 from allocator.usage_table import OWN
 from allocator.waterfill import max_min_fair
 
@@ -18,12 +19,13 @@ MSGS_BYTES = ("publish_msgs_per_s", "publish_bytes_per_s")
 T0 = 1000.0  # virtual clocks start from a positive base
 
 
-def node(name, quota, *, groups=None, dimensions=MSGS, **settings_kw) -> BrokerNode:
+def node(name, quota, *, groups=None, dimensions=MSGS, routes=None, policy="pip82-steal", **settings_kw) -> BrokerNode:
     quota = np.asarray(quota, dtype=np.float64)
     quota = quota.reshape(-1, len(dimensions))
     groups = np.arange(1, len(quota) + 1) if groups is None else np.asarray(groups)
     kw = {"threshold_pct": 0.0} | settings_kw
-    return BrokerNode(name, groups, quota, NodeSettings(dimensions=dimensions, **kw))
+    settings = NodeSettings(dimensions=dimensions, policy=policies.bind(policy), **kw)
+    return BrokerNode(name, groups, quota, settings, routes=routes)
 
 
 def payloads(outbox) -> list[bytes]:
@@ -51,12 +53,16 @@ def exchange(brokers: dict[str, BrokerNode], demand: dict[str, list[float]], now
 
 
 def usage_of(receiver: BrokerNode, sender: str, group: int) -> tuple[bool, np.ndarray]:
-    (row,), (known,) = receiver.table.local_rows(np.array([group]))
+    (_,), (known,) = receiver.table.local_rows(np.array([group]))
     assert known
-    if sender not in receiver.table.brokers:
-        return False, np.zeros(len(receiver.settings.dimensions))
-    column = receiver.table.brokers.index(sender)
-    return bool(receiver.table.present[row, column]), receiver.table.usage[row, column].copy()
+    usage = receiver.table.entries().get((group, sender))
+    return usage is not None, np.zeros(len(receiver.settings.dimensions)) if usage is None else usage
+
+
+def slot_of(receiver: BrokerNode, sender: str, group: int) -> tuple[int, int]:
+    (row,), _ = receiver.table.local_rows(np.array([group]))
+    (slot,) = np.flatnonzero(receiver.table.slot_broker[row] == receiver.table.brokers.index(sender))
+    return row, slot
 
 
 # -- traffic through the buckets -------------------------------------------------------------------
@@ -128,7 +134,8 @@ def test_alone_or_under_pulsar_a_broker_starts_at_the_full_quota(policy, known, 
 
 
 def test_reports_round_trip_between_two_nodes_split_by_shard():
-    a, b = node("a", [[100.0]] * 4, shards=2), node("b", [[100.0]] * 4, shards=2)
+    shards = Routes.sharded(np.arange(1, 5), 2)
+    a, b = node("a", [[100.0]] * 4, routes=shards), node("b", [[100.0]] * 4, routes=shards)
     traffic = a.admit(np.array([10.0, 20.0, 0.0, 40.0]), np.full(4, 100.0), T0)
     outbox = a.build_reports(traffic, T0)
     np.testing.assert_array_equal(outbox.reported, [True, True, False, True])
@@ -151,9 +158,9 @@ def test_a_report_with_demand_carries_it_to_the_receiver():
     a, b = node("a", [100.0], report_demand=True), node("b", [100.0], report_demand=True)
     traffic = a.admit(np.array([150.0]), np.array([100.0]), T0)
     b.receive(payloads(a.build_reports(traffic, T0)), T0)
-    column = b.table.brokers.index("a")
-    assert b.table.usage[0, column, 0] == 100.0 and b.table.demand[0, column, 0] == 150.0
-    assert b.table.demand_known[0, column]
+    row, slot = slot_of(b, "a", 1)
+    assert b.table.usage[row, slot, 0] == 100.0 and b.table.demand[row, slot, 0] == 150.0
+    assert b.table.demand_known[row, slot]
 
 
 def _valid_payload(**settings_kw) -> bytes:
@@ -183,7 +190,7 @@ def test_any_corruption_of_a_report_is_counted_and_never_raises(data):
     b = node("b", [100.0])
     inbox = b.receive([bytes(good)], T0)
     assert inbox.accepted + inbox.rejected + inbox.discarded == 1
-    seen = b.table.usage[:, : b.table.n_brokers][b.table.present[:, : b.table.n_brokers]]
+    seen = b.table.usage[b.table.present]
     assert np.isfinite(seen).all() and (seen >= 0).all()
 
 
@@ -240,9 +247,9 @@ def test_cleanup_removes_dead_brokers_and_expires_silent_ones():
     assert not usage_of(b, "a", 1)[0] and usage_of(b, "c", 1)[0]
     assert b.cleanup(T0, dead=[("a", 0), ("nobody", 3)]) == 0
     assert b.view_brokers()[0] == 2
-    stale_after_s = b.settings.stale_after_rounds * b.settings.interval_s
+    stale_after_s = b.settings.stale_after_s
     assert b.cleanup(T0 + stale_after_s) == 0
-    assert b.cleanup(T0 + stale_after_s + 0.5) == 1  # c was silent for longer than stale_after_rounds
+    assert b.cleanup(T0 + stale_after_s + 0.5) == 1  # c was silent for longer than stale_after_s
     assert b.view_brokers()[0] == 1  # only itself
 
 
@@ -283,8 +290,9 @@ def test_set_quota_takes_effect_at_the_next_allocation():
     assert a.admit(np.array([150.0]), np.array([100.0]), T0 + 2).usage[0, 0] == pytest.approx(60.0)
 
 
-def test_an_unlimited_quota_gives_an_infinite_limit_and_admits_all_demand():
-    brokers = {"a": node("a", [-1.0]), "b": node("b", [-1.0])}
+@pytest.mark.parametrize("policy", sorted(policies.POLICIES))
+def test_an_unlimited_quota_gives_an_infinite_limit_and_admits_all_demand(policy):
+    brokers = {"a": node("a", [np.inf], policy=policy), "b": node("b", [np.inf], policy=policy)}
     for round_index in range(3):
         traffic = exchange(brokers, {"a": [1e6], "b": [3.0]}, T0 + round_index)
         assert traffic["a"].usage[0, 0] == 1e6 and traffic["b"].usage[0, 0] == 3.0
@@ -300,13 +308,12 @@ def test_allocate_keeps_the_own_column_of_the_policy_floored_at_min_limit():
     published = publish(brokers, dict(zip(names, ([200.0], [10.0], [30.0], [60.0]), strict=True)), T0)
     for name, broker in brokers.items():
         broker.receive([p for other, (_, ps) in published.items() if other != name for p in ps], T0)
-        n = broker.table.n_brokers
+        n = broker.table.n_slots
         limit_view = np.zeros((1, n))
         limit_view[0, OWN] = broker.limit[0, 0]
-        raw = policies.step(
-            "pip82-steal", broker.quota[:, 0], broker.table.usage[:, :n, 0], limit_view, None,
-            broker.table.present[:, :n],
-        )[0, OWN]  # fmt: skip
+        raw = policies.bind("pip82-steal")(
+            broker.quota[:, 0], broker.table.usage[:, :n, 0], limit_view, None, broker.table.present[:, :n]
+        )[0, OWN]
         assert broker.allocate()[0, 0] == max(raw, MIN_LIMIT)
     assert brokers["a"].limit[0, 0] == MIN_LIMIT and brokers["d"].limit[0, 0] == MIN_LIMIT
 
@@ -333,8 +340,27 @@ def test_reported_demand_gives_fair_share_the_exact_max_min_split():
     plain = node("p", [100.0], policy="fair-share")
     mixed.receive(payloads(plain.build_reports(plain.admit(np.array([90.0]), np.array([100.0]), T0), T0)), T0)
     mixed.admit(np.array([90.0]), np.array([100.0]), T0)
-    assert not mixed.table.demand_known[0, 1]
+    assert not mixed.table.demand_known[slot_of(mixed, "p", 1)]
     assert mixed.allocate()[0, 0] == pytest.approx(50.0)  # usages 90/90 split evenly; demand would give 90
+
+
+def test_a_negative_or_nan_quota_is_refused_infinity_is_the_one_unlimited():
+    for quota in ([-1.0], [np.nan]):
+        with pytest.raises(ValueError, match="quota must be >= 0, or np.inf for unlimited"):
+            node("a", quota)
+    a = node("a", [np.inf])
+    with pytest.raises(ValueError, match="np.inf for unlimited"):
+        a.set_quota(np.array([[-1.0]]))
+    a.set_quota(np.array([[50.0]]))
+    a.admit(np.array([80.0]), np.array([100.0]), T0)
+    assert a.allocate()[0, 0] == 50.0
+    a.set_quota(np.array([[np.inf]]))
+    assert a.allocate()[0, 0] == math.inf
+
+
+def test_settings_refuse_a_key_that_is_not_bytes():
+    with pytest.raises(TypeError, match="key must be non-empty bytes or None, got str"):
+        NodeSettings(MSGS, hmac_key="cluster-key")  # type: ignore[arg-type]
 
 
 def test_the_report_header_carries_incarnation_sequence_and_publish_time():

@@ -22,7 +22,9 @@ from allocator.codec import (
     ReportError,
     UsageReport,
     decode_report,
+    decode_reports,
     encode_report,
+    encode_split,
 )
 
 KEY = b"cluster-key"
@@ -225,11 +227,20 @@ def test_zip_bomb_stops_at_the_limit() -> None:
         decode_report(envelope(bomb, flags=COMPRESSED), max_bytes=1_000_000)
 
 
-def test_a_missing_or_empty_key_is_a_configuration_error() -> None:
-    with pytest.raises(ValueError, match="key must be"):
+def test_a_key_of_the_wrong_type_or_empty_is_a_configuration_error_not_a_bad_report() -> None:
+    """A broker catches `ReportError` to count bad reports: a misconfigured key must not hide among them."""
+    with pytest.raises(TypeError, match="key must be non-empty bytes or None, got empty bytes"):
         encode_report(make_report(), key=b"")
-    with pytest.raises(ValueError, match="key must be"):
-        decode_report(b"", key="text")  # type: ignore[arg-type]
+    for key in ("text", bytearray(b"k"), 42):
+        with pytest.raises(TypeError, match=f"key must be non-empty bytes or None, got {type(key).__name__}"):
+            decode_report(encode_report(make_report(), key=KEY), key=key)  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            decode_reports([b""], key=key)  # type: ignore[arg-type]
+
+
+def test_a_wrong_key_is_a_report_error() -> None:
+    with pytest.raises(ReportError, match="bad signature"):
+        decode_report(encode_report(make_report(), key=KEY), key=OTHER_KEY)
 
 
 # ------------------------------------------------------------------------------------------------ rejections
@@ -542,3 +553,67 @@ def test_one_bad_envelope_item_raises_only_report_error(index: int, obj: Any) ->
     items[index] = obj
     for key in (None, KEY):
         decode_or_report_error(msgpack.packb(items, use_bin_type=True), key=key)
+
+
+# ------------------------------------------------------------------------------------- many reports at once
+
+
+def test_encode_split_sends_each_part_its_rows_with_the_header_and_the_names_of_its_groups() -> None:
+    report = make_report(6, demand=True, dictionary=True)
+    rows, bounds = np.array([0, 2, 5, 1, 2, 3]), np.array([0, 3, 3, 6])  # the second part is empty
+    parts = [decode_report(payload, key=KEY) for payload in encode_split(report, rows, bounds, key=KEY)]
+    assert len(parts) == 3
+    for part, start, end in zip(parts, bounds[:-1], bounds[1:], strict=True):
+        part_rows = rows[start:end]
+        assert (part.broker, part.incarnation, part.seq, part.sent_at_ms) == ("broker-1", 2, 17, 1_700_000_000_123)
+        np.testing.assert_array_equal(part.group_ids, report.group_ids[part_rows])
+        np.testing.assert_array_equal(part.usage, report.usage[part_rows])
+        np.testing.assert_array_equal(part.demand, report.demand[part_rows])
+        assert part.dictionary == {int(g): report.dictionary[int(g)] for g in report.group_ids[part_rows]}
+
+
+@pytest.mark.parametrize(
+    "rows, bounds, reason",
+    [([0, 0], [0, 2], "rows do not increase within a part"), ([2, 1], [0, 2], "rows do not increase"),
+     ([0, 3], [0, 2], "a row is out of range"), ([-1], [0, 1], "a row is out of range")],
+)  # fmt: skip
+def test_encode_split_refuses_a_part_that_repeats_a_group(rows: list[int], bounds: list[int], reason: str) -> None:
+    with pytest.raises(ReportError, match=reason):
+        encode_split(make_report(3), np.array(rows), np.array(bounds))
+    assert len(encode_split(make_report(3), np.array([1, 0]), np.array([0, 1, 2]))) == 2  # across parts: fine
+
+
+def test_decode_reports_rejects_only_the_bad_report_of_a_batch_with_its_reason() -> None:
+    good = encode_report(make_report(4, demand=True))
+    shuffled = envelope(body_fields(group_ids=ids_field([3, 1, 2])))  # unique, not increasing: valid
+    bad = [
+        envelope(body_fields(usage=rates([1, 2], [np.nan, 4], [5, 6]))),
+        envelope(body_fields(demand=rates([1, 2], [3, -4], [5, 6]))),
+        envelope(body_fields(group_ids=ids_field([9, 4, 9]))),
+        envelope(body_fields(group_ids=ids_field([1, -2, 3], 8))),
+        b"\xc1",
+    ]
+    results = decode_reports([good, bad[0], shuffled, bad[1], bad[2], bad[3], good, bad[4]])
+    assert [isinstance(r, UsageReport) for r in results] == [True, False, True, False, False, False, True, False]
+    reasons = [r.reason for r in results if isinstance(r, ReportError)]
+    assert reasons == [
+        "usage has NaN",
+        "demand has negative values",
+        "duplicate group ids: 9",
+        "negative group id -2",
+        "envelope is not valid msgpack",
+    ]
+    assert results[0] == results[6] == make_report(4, demand=True)
+    assert decode_reports([]) == []
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(usage_reports(), st.lists(mutations, max_size=2)), max_size=5))
+def test_decode_reports_says_what_decode_report_says_of_each(cases: list[tuple[UsageReport, list]]) -> None:
+    payloads = [mutate(encode_report(report), steps) for report, steps in cases]
+    for data, result in zip(payloads, decode_reports(payloads), strict=True):
+        try:
+            expected: UsageReport | str = decode_report(data)
+        except ReportError as error:
+            expected = error.reason
+        assert (result.reason if isinstance(result, ReportError) else result) == expected

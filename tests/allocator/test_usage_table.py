@@ -34,16 +34,21 @@ def report(broker, seq, groups, usage, *, incarnation=0, sent_at_s=100.0, demand
 
 def entry(table: UsageTable, group: int, broker: str) -> tuple[bool, np.ndarray]:
     """(present, usage[D]) of one entry; a broker never heard of reads as absent."""
-    (row,), (known,) = table.local_rows(np.array([group]))
+    (_,), (known,) = table.local_rows(np.array([group]))
     assert known, f"group {group} is not in the table"
-    if broker not in table.brokers:
-        return False, np.zeros(len(DIMS))
-    column = table.brokers.index(broker)
-    return bool(table.present[row, column]), table.usage[row, column].copy()
+    usage = table.entries().get((group, broker))
+    return usage is not None, np.zeros(len(DIMS)) if usage is None else usage
+
+
+def slot_of(table: UsageTable, group: int, broker: str) -> tuple[int, int]:
+    """(row, slot) of a broker's entry for a group (present or not)."""
+    (row,), _ = table.local_rows(np.array([group]))
+    (slot,) = np.flatnonzero(table.slot_broker[row] == table.brokers.index(broker))
+    return row, slot
 
 
 def present_groups(table: UsageTable, broker: str) -> set[int]:
-    return {int(g) for g in table.group_ids if entry(table, int(g), broker)[0]}
+    return {group for group, sender in table.entries() if sender == broker}
 
 
 def test_merge_puts_each_row_in_its_group_and_the_senders_column():
@@ -63,11 +68,11 @@ def test_merge_puts_each_row_in_its_group_and_the_senders_column():
 def test_demand_is_stored_and_marked_known_when_the_report_carries_it():
     table = make_table()
     table.merge(report("b", 1, [10], [[5.0, 50.0]], demand=[[9.0, 90.0]]), now_s=100.0)
-    (row,), _ = table.local_rows(np.array([10]))
-    np.testing.assert_array_equal(table.demand[row, 1], [9.0, 90.0])
-    assert table.demand_known[row, 1]
+    row, slot = slot_of(table, 10, "b")
+    np.testing.assert_array_equal(table.demand[row, slot], [9.0, 90.0])
+    assert table.demand_known[row, slot]
     table.merge(report("b", 2, [10], [[6.0, 60.0]]), now_s=101.0)  # a later report without demand
-    assert not table.demand_known[row, 1]
+    assert not table.demand_known[row, slot]
 
 
 def test_set_own_fills_column_zero_for_the_groups_served():
@@ -227,7 +232,8 @@ def test_growing_the_columns_keeps_every_entry(n_brokers):
         groups = [10, 20] if index % 2 else [30]
         table.merge(report(f"b{index}", 1, groups, [[index, 100.0 * index]] * len(groups)), now_s=100.0)
     assert table.n_brokers == n_brokers
-    assert table.present.shape[1] >= n_brokers
+    assert table.n_slots == 1 + n_brokers // 2  # itself and the most brokers of one group: 10 and 20 get the odd
+    assert table.present.shape[1] >= table.n_slots
     for index in range(1, n_brokers):
         groups = {10, 20} if index % 2 else {30}
         assert present_groups(table, f"b{index}") == groups
@@ -238,14 +244,71 @@ def test_growing_the_columns_keeps_every_entry(n_brokers):
     np.testing.assert_array_equal(table.view_brokers(), expected_view)  # rows: 30, 10, 20
 
 
+def test_slots_follow_the_brokers_of_each_group_not_the_brokers_of_the_cluster():
+    """100 brokers, each sharing 2 of 50 groups with this one (4 brokers per group): the table is [50, 5], not
+    [50, 101], so what a round costs does not grow with the size of the cluster."""
+    groups = np.arange(50)
+    table = make_table(groups=groups)
+    for broker in range(100):
+        shared = [(2 * broker) % 50, (2 * broker + 1) % 50]
+        table.merge(report(f"b{broker}", 1, shared, [[1.0, 1.0]] * 2), now_s=100.0)
+    assert table.n_brokers == 101 and len(table.entries()) == 200
+    assert table.n_slots == 5 and table.usage.shape[:2] == table.present.shape == (50, 8)  # 5, doubled from 1
+    np.testing.assert_array_equal(table.view_brokers(), np.full(50, 4))
+
+
+def test_a_removed_or_restarted_broker_frees_its_slots_for_others():
+    table = make_table()
+    table.merge(report("b", 1, [10, 20], [[1.0, 1.0]] * 2), now_s=100.0)
+    table.merge(report("c", 1, [10], [[2.0, 2.0]]), now_s=100.0)
+    assert table.n_slots == 3 and slot_of(table, 10, "c") == (slot_of(table, 10, "c")[0], 2)
+    table.remove_broker("b")
+    table.merge(report("d", 1, [10, 30], [[3.0, 3.0]] * 2), now_s=100.0)
+    assert slot_of(table, 10, "d")[1] == 1 and table.n_slots == 3  # b's slot, reused
+    table.merge(report("c", 1, [20], [[4.0, 4.0]], incarnation=1), now_s=100.0)  # restarted: 10 is void
+    assert present_groups(table, "c") == {20} and slot_of(table, 20, "c")[1] == 1
+    assert (table.slot_broker[:, 2] == -1).all() and table.n_slots == 3
+
+
+def test_an_absent_entry_keeps_its_slot_and_sequence_number():
+    table = make_table()
+    table.merge(report("b", 5, [10], [[1.0, 1.0]]), now_s=100.0)
+    table.merge(report("b", 6, [10], [[0.0, 0.0]]), now_s=100.0)
+    assert present_groups(table, "b") == set() and slot_of(table, 10, "b")[1] == 1
+    assert table.merge(report("b", 5, [10], [[1.0, 1.0]]), now_s=100.0) is Merge.DUPLICATE  # a late copy
+
+
+def test_a_batch_keeps_the_newest_entry_of_each_slot_and_counts_each_report():
+    table = make_table()
+    batch = [
+        report("b", 2, [10, 20], [[2.0, 2.0], [2.5, 2.5]]),
+        report("b", 3, [10], [[3.0, 3.0]]),
+        report("b", 3, [10], [[3.0, 3.0]]),  # a duplicated copy
+        report("b", 1, [30], [[1.0, 1.0]]),
+        report("c", 1, [10], [[9.0, 9.0]], sent_at_s=90.0),
+        report("me", 1, [10], [[9.0, 9.0]]),
+    ]
+    assert table.merge_many(batch, now_s=100.0) == [
+        Merge.ACCEPTED,  # its entry of 20 stays
+        Merge.ACCEPTED,
+        Merge.DUPLICATE,
+        Merge.ACCEPTED,
+        Merge.TOO_OLD,
+        Merge.OWN,
+    ]
+    assert {key: usage[0] for key, usage in table.entries().items()} == {(10, "b"): 3.0, (20, "b"): 2.5, (30, "b"): 1.0}
+    old_and_new = [report("b", 9, [10], [[5.0, 5.0]]), report("b", 1, [20], [[6.0, 6.0]], incarnation=1)]
+    assert table.merge_many(old_and_new, now_s=101.0) == [Merge.OLD_INCARNATION, Merge.ACCEPTED]
+    assert {key: usage[0] for key, usage in table.entries().items()} == {(20, "b"): 6.0}
+
+
 # -- property: any sequence of merges, removals and expiries, against a plain-dict model ------------------
 
-BROKERS = ("b1", "b2", "b3")
+BROKERS = ("b1", "b2", "b3", "b4", "b5")  # more brokers than a row starts with slots: slots grow, free, reuse
 HELD = (10, 20, 30)
 RATES = st.sampled_from([0.0, 1.5, 4.0])
 
-merge_op = st.tuples(
-    st.just("merge"),
+a_report = st.tuples(
     st.sampled_from(BROKERS),
     st.integers(0, 2),  # incarnation
     st.integers(0, 6),  # seq
@@ -253,39 +316,55 @@ merge_op = st.tuples(
     st.lists(st.tuples(RATES, RATES), min_size=4, max_size=4),
     st.sampled_from([0.0, 1.0, 3.0]),  # age of the report when it arrives
 )
+merge_op = st.tuples(st.just("merge"), st.lists(a_report, min_size=1, max_size=4))  # received together
 remove_op = st.tuples(st.just("remove"), st.sampled_from(BROKERS), st.one_of(st.none(), st.integers(0, 2)))
 advance_op = st.tuples(st.just("advance"), st.sampled_from([0.5, 4.0, 11.0]))
 
 
 class Model:
-    """The cleanup rules written the plain way, one entry at a time."""
+    """The cleanup rules written the plain way, a dict of dicts `group -> broker -> entry`."""
 
     def __init__(self):
         self.incarnation: dict[str, int] = {}
-        self.entries: dict[tuple[int, str], dict] = {}
+        self.entries: dict[int, dict[str, dict]] = {group: {} for group in HELD}
+        self.batches = 0
 
-    def merge(self, broker, incarnation, seq, groups, usage, sent_at, now) -> Merge:
-        if sent_at < now - RULES.max_report_age_s:
-            return Merge.TOO_OLD
-        current = self.incarnation.setdefault(broker, 0)
-        if incarnation < current:
-            return Merge.OLD_INCARNATION
-        if incarnation > current:
-            self.clear(broker)
-            self.incarnation[broker] = incarnation
-        accepted = False
-        for group, row in zip(groups, usage, strict=False):
-            if group not in HELD:
+    def merge(self, batch, now) -> list[Merge]:
+        """One report after the other; returns the outcomes as `merge_many` counts them."""
+        self.batches += 1
+        outcomes = []
+        for index, (broker, incarnation, seq, groups, usage, sent_at) in enumerate(batch):
+            if sent_at < now - RULES.max_report_age_s:
+                outcomes.append(Merge.TOO_OLD)
                 continue
-            old = self.entries.get((group, broker), {"seq": -1})
-            if seq > old["seq"]:
-                self.entries[(group, broker)] = {"seq": seq, "usage": row, "present": any(row), "at": now}
-                accepted = True
-        return Merge.ACCEPTED if accepted else Merge.DUPLICATE
+            current = self.incarnation.setdefault(broker, 0)
+            if incarnation < current:
+                outcomes.append(Merge.OLD_INCARNATION)
+                continue
+            if incarnation > current:
+                self.clear(broker)
+                self.incarnation[broker] = incarnation
+            outcomes.append(Merge.DUPLICATE)  # unless one of its entries is still there after the batch
+            for group, row in zip(groups, usage, strict=True):
+                old = self.entries.get(group, {}).get(broker, {"seq": -1})
+                if group in HELD and seq > old["seq"]:
+                    written_by = (self.batches, index)
+                    self.entries[group][broker] = {"seq": seq, "usage": row, "present": any(row), "at": now,
+                                                   "by": written_by}  # fmt: skip
+        # counted per batch: a report from an incarnation older than another of the batch is discarded, and a
+        # report is accepted when one of the entries it wrote was not replaced by a later report of the batch
+        for index, (broker, incarnation, *_) in enumerate(batch):
+            if outcomes[index] is not Merge.TOO_OLD and incarnation < self.incarnation[broker]:
+                outcomes[index] = Merge.OLD_INCARNATION
+        for entries in self.entries.values():
+            for value in entries.values():
+                if value["by"][0] == self.batches:
+                    outcomes[value["by"][1]] = Merge.ACCEPTED
+        return outcomes
 
     def clear(self, broker):
-        for key in [key for key in self.entries if key[1] == broker]:
-            del self.entries[key]
+        for entries in self.entries.values():
+            entries.pop(broker, None)
 
     def remove(self, broker, incarnation) -> bool:
         if broker not in self.incarnation:
@@ -298,12 +377,21 @@ class Model:
         return True
 
     def expire(self, now):
-        for value in self.entries.values():
-            if value["present"] and value["at"] < now - RULES.stale_after_s:
-                value["present"] = False
+        for entries in self.entries.values():
+            for value in entries.values():
+                if value["present"] and value["at"] < now - RULES.stale_after_s:
+                    value["present"] = False
+
+    def present(self) -> dict[tuple[int, str], tuple[float, ...]]:
+        return {
+            (group, broker): value["usage"]
+            for group, entries in self.entries.items()
+            for broker, value in entries.items()
+            if value["present"]
+        }
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(merge_op, remove_op, advance_op), max_size=40))
 def test_any_history_matches_the_model_and_keeps_the_invariants(ops):
     table, model = make_table(groups=np.array(HELD)), Model()
@@ -311,13 +399,17 @@ def test_any_history_matches_the_model_and_keeps_the_invariants(ops):
     removed: set[str] = set()  # removed and not accepted since
     for op in ops:
         if op[0] == "merge":
-            _, broker, incarnation, seq, groups, rows, age = op
-            usage = [rows[i] for i in range(len(groups))]
-            sent_at = now - age
-            got = table.merge(report(broker, seq, groups, usage, incarnation=incarnation, sent_at_s=sent_at), now)
-            assert got is model.merge(broker, incarnation, seq, groups, usage, round(sent_at, 3), now)
-            if got is Merge.ACCEPTED:
-                removed.discard(broker)
+            batch = [
+                (broker, incarnation, seq, groups, rows[: len(groups)], round(now - age, 3))
+                for broker, incarnation, seq, groups, rows, age in op[1]
+            ]
+            reports = [
+                report(broker, seq, groups, usage, incarnation=incarnation, sent_at_s=sent_at)
+                for broker, incarnation, seq, groups, usage, sent_at in batch
+            ]
+            got = table.merge_many(reports, now)
+            assert got == model.merge(batch, now)
+            removed -= {broker for (broker, *_), outcome in zip(batch, got, strict=True) if outcome is Merge.ACCEPTED}
         elif op[0] == "remove":
             _, broker, incarnation = op
             done = table.remove_broker(broker, incarnation)
@@ -329,13 +421,13 @@ def test_any_history_matches_the_model_and_keeps_the_invariants(ops):
             table.expire(now)
             model.expire(now)
 
-        for broker in removed:
-            assert present_groups(table, broker) == set(), f"removed {broker} still has entries"
-        for group in HELD:
-            for broker in BROKERS:
-                is_present, usage = entry(table, group, broker)
-                value = model.entries.get((group, broker))
-                assert is_present == bool(value and value["present"])
-                if is_present:
-                    assert (usage > 0).any()
-                    np.testing.assert_array_equal(usage, value["usage"])
+        entries = table.entries()
+        assert {key: tuple(usage) for key, usage in entries.items()} == model.present()
+        assert all((usage > 0).any() for usage in entries.values())
+        assert not {broker for _, broker in entries} & removed, "a removed broker still has entries"
+        occupied = table.slot_broker[:, : table.n_slots]
+        assert (occupied[:, OWN] == 0).all() and not table.present[:, table.n_slots :].any()
+        for row in occupied:  # a broker holds at most one slot per row
+            brokers = row[row >= 0]
+            assert len(set(brokers.tolist())) == len(brokers)
+        assert table.n_slots <= 1 + len(BROKERS)

@@ -28,11 +28,14 @@ class Results:
     bandwidth: pd.DataFrame  # metrics.bandwidth_per_round
     per_broker: pd.DataFrame  # metrics.bandwidth_per_broker
     runs: pd.DataFrame  # metrics.run_bandwidth
+    starvation: pd.DataFrame  # metrics.starvation (not in summary.json yet; the quality benchmark reads it)
 
 
 def collect_results(runs: Runs) -> Results:
     """Run the metric jobs and collect their (small) results."""
-    per_round = metrics.group_rounds(metrics.broker_rounds(runs.rounds)).persist()  # read by three jobs
+    # The water-filling UDF runs once: its rows feed the group rounds and starvation, which three jobs read.
+    broker_rounds = metrics.broker_rounds(runs.rounds).persist()
+    per_round = metrics.group_rounds(broker_rounds).persist()
     try:
         per_bandwidth_round = metrics.bandwidth_per_round(runs.messages)
         return Results(
@@ -42,9 +45,11 @@ def collect_results(runs: Runs) -> Results:
             bandwidth=_collect(per_bandwidth_round, ["run_id", "round"]),
             per_broker=_collect(metrics.bandwidth_per_broker(runs.messages), ["run_id", "broker"]),
             runs=_collect(metrics.run_bandwidth(per_bandwidth_round), ["run_id"]),
+            starvation=_collect(metrics.starvation(broker_rounds), metrics.GROUP),
         )
     finally:
         per_round.unpersist()
+        broker_rounds.unpersist()
 
 
 def collect_limits(spark: SparkSession, rounds: DataFrame, shown: list[tuple[str, str, str]]) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any
 
@@ -83,25 +83,36 @@ class ProfileError(ValueError):
         self.problem = problem
 
 
+# Upper bounds, far above any experiment and far below what breaks the arithmetic (numpy's Poisson draw refuses
+# means above ~1e19; `sin(2 pi r / period)` overflows on an integer period beyond 1e308). A scenario's rates,
+# quotas and lengths in rounds are held to the same bounds.
+MAX_RATE = 10**12  # msgs/s (or bytes/s for a quota)
+MAX_ROUNDS = 10**7  # 116 days of one-second rounds
+
+
 @dataclass(frozen=True)
 class _Param:
-    minimum: int  # inclusive lower bound
+    minimum: int  # inclusive bounds
+    maximum: int
     integer: bool = False
     required: bool = True
     rows: bool = False  # a non-empty list of such values (trace columns)
 
 
+_RATE = _Param(0, MAX_RATE)
+_LENGTH = _Param(1, MAX_ROUNDS, integer=True)
+
 _PARAMS: dict[str, dict[str, _Param]] = {
-    "constant": {"rate": _Param(0)},
+    "constant": {"rate": _RATE},
     "ramp": {
-        "from": _Param(0),
-        "to": _Param(0),
-        "over_rounds": _Param(1, integer=True),
-        "start": _Param(0, integer=True, required=False),
+        "from": _RATE,
+        "to": _RATE,
+        "over_rounds": _LENGTH,
+        "start": _Param(0, MAX_ROUNDS, integer=True, required=False),
     },
-    "sine": {"mean": _Param(0), "amplitude": _Param(0), "period_rounds": _Param(1, integer=True)},
-    "poisson": {"mean": _Param(0)},
-    "trace": {"rounds": _Param(0, integer=True, rows=True), "rates": _Param(0, rows=True)},
+    "sine": {"mean": _RATE, "amplitude": _RATE, "period_rounds": _LENGTH},
+    "poisson": {"mean": _RATE},
+    "trace": {"rounds": _Param(0, MAX_ROUNDS, integer=True, rows=True), "rates": replace(_RATE, rows=True)},
 }
 
 
@@ -133,12 +144,15 @@ def check_profile(kind: str, params: Mapping[str, Any]) -> None:
 
 
 def _number_problem(value: Any, spec: _Param) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not is_number or isinstance(value, float) and not math.isfinite(value):  # an int is finite, however large
         return f"must be a finite number, got {value!r}"
     if spec.integer and not isinstance(value, int):
         return f"must be an integer, got {value!r}"
     if value < spec.minimum:
         return f"must be >= {spec.minimum}, got {value!r}"
+    if value > spec.maximum:
+        return f"must be <= {spec.maximum}, got {value!r}"
     return None
 
 

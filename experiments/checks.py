@@ -29,7 +29,8 @@ def at(key: str, child: str | int) -> str:
     return f"{key}.{child}" if key else child
 
 
-def show(value: Any) -> str:
+def show(value: Any, longest: int = 60) -> str:
+    """`value` for a message, as the user would write it, cut after `longest` characters."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -38,7 +39,8 @@ def show(value: Any) -> str:
         return "a mapping"
     if isinstance(value, list):
         return "a list"
-    return repr(value)
+    text = repr(value)
+    return text if len(text) <= longest else f"{text[:longest]}... ({len(text)} characters)"
 
 
 def listing(names: Collection[str], shown: int = 6) -> str:
@@ -53,11 +55,16 @@ class Range:
     high: float | None = None
     low_open: bool = False
     high_open: bool = False
+    cap: float | None = None  # a sanity bound far beyond any experiment, named only when a value breaks it
 
     def __contains__(self, value: float) -> bool:
         above_low = self.low is None or (value > self.low if self.low_open else value >= self.low)
         below_high = self.high is None or (value < self.high if self.high_open else value <= self.high)
-        return above_low and below_high
+        return above_low and below_high and (self.cap is None or value <= self.cap)
+
+    def problem(self, value: float) -> str:
+        """What a `value` not in the range must be: the cap when it is above it, else the range."""
+        return f"must be <= {self.cap}" if self.cap is not None and value > self.cap else f"must be {self}"
 
     def __str__(self) -> str:
         if self.low is not None and self.high is not None:
@@ -72,6 +79,7 @@ PROBABILITY = Range(0, 1)
 NON_NEGATIVE = Range(0)
 POSITIVE = Range(0, low_open=True)
 AT_LEAST_ONE = Range(1)
+SEED = Range(0, cap=2**63 - 1)  # a seed is written to int64 columns
 
 
 def rounds_range(rounds: int) -> Range:
@@ -79,12 +87,13 @@ def rounds_range(rounds: int) -> Range:
 
 
 def number(value: Any, key: str, valid: Range = ANY, integer: bool = False) -> Any:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not is_number or isinstance(value, float) and not math.isfinite(value):  # an int is finite, however large
         raise FieldError(key, f"must be {'an integer' if integer else 'a finite number'}, got {show(value)}")
     if integer and not isinstance(value, int):
         raise FieldError(key, f"must be an integer, got {show(value)}")
     if value not in valid:
-        raise FieldError(key, f"must be {valid}, got {show(value)}")
+        raise FieldError(key, f"{valid.problem(value)}, got {show(value)}")
     return value
 
 

@@ -37,11 +37,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args) or 0
     except UserError as error:
-        print(f"quotalab {args.command}: {error}", file=sys.stderr)
+        print(f"quotalab {args.command}: {one_line(str(error))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"quotalab {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def one_line(message: str) -> str:
+    """`message` with line breaks and other control characters escaped: a name read from a file may hold one."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in message)
 
 
 if __name__ == "__main__":

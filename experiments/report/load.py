@@ -25,6 +25,7 @@ from pyspark.sql import types as T
 
 from actors.telemetry import SCHEMAS
 from experiments.errors import UserError
+from experiments.report import preflight
 
 SPARK_TYPES = {
     pa.string(): T.StringType(),
@@ -125,7 +126,7 @@ def _checked_parts(run_dir: Path, name: str, schema: T.StructType, run_id: str) 
         raise UserError(f"{table_dir}: missing telemetry table")
     parts = sorted(part for part in table_dir.glob("*.parquet") if not part.name.startswith((".", "_")))
     for part in parts:
-        metadata = pq.read_metadata(part)
+        metadata = preflight.footer(part)
         names = metadata.schema.to_arrow_schema().names
         missing = [field.name for field in schema if field.name not in names]
         if missing:

@@ -10,8 +10,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, fields
 from typing import Any
 
+from actors.workload import MAX_ROUNDS
+from allocator.routing import MAX_TOPICS
 from experiments import checks
 from experiments.scenario.spec import (
+    SECRETS,
     BurstSpec,
     ChannelSpec,
     CleanupSpec,
@@ -30,40 +33,49 @@ _PLAIN: dict[str, Callable[[Any, str, Any], Any]] = {
     "str | None": lambda value, key, rule: None if value is None else checks.string(value, key, rule),
 }
 
+# The most brokers a scenario may have (written or generated), and so the most a host actor may hold: each
+# broker has an inbox topic under `routing: interest`, and 10,000 is 100 times PIP-82's cluster.
+MAX_BROKERS = 10_000
+MAX_MSG_BYTES = 2**30  # 1 GiB (Pulsar's default largest message is 5 MB)
+MAX_CLOCK_OFFSET_S = 3600.0
+
+_LENGTH = checks.Range(1, cap=MAX_ROUNDS)  # a number of rounds
+_DELAY = checks.Range(0, cap=MAX_ROUNDS)
+
 # Ranges (or choices for strings) of plain fields; a field not listed takes any value of its type.
 _RULES: dict[type, dict[str, Any]] = {
     Scenario: {
-        "seed": checks.NON_NEGATIVE,
-        "rounds": checks.AT_LEAST_ONE,
-        "interval_s": checks.POSITIVE,
+        "seed": checks.SEED,
+        "rounds": _LENGTH,
+        "interval_s": checks.Range(0.001, cap=86_400),  # reports carry it in whole milliseconds; at most a day
         "mode": ("lockstep", "realtime"),
         "backend": ("ray", "local"),
-        "brokers_per_actor": checks.AT_LEAST_ONE,
+        "brokers_per_actor": checks.Range(1, cap=MAX_BROKERS),
     },
-    ReportingSpec: {"threshold_pct": checks.NON_NEGATIVE, "force_every": checks.AT_LEAST_ONE},
+    ReportingSpec: {"threshold_pct": checks.NON_NEGATIVE, "force_every": _LENGTH},
     CleanupSpec: {
-        "stale_after_rounds": checks.AT_LEAST_ONE,
-        "max_report_age_rounds": checks.POSITIVE,
-        "session_timeout_rounds": checks.AT_LEAST_ONE,
+        "stale_after_rounds": _LENGTH,
+        "max_report_age_rounds": checks.Range(0, low_open=True, cap=MAX_ROUNDS),
+        "session_timeout_rounds": _LENGTH,
     },
     BurstSpec: {"p_enter": checks.PROBABILITY, "p_exit": checks.PROBABILITY, "loss_bad": checks.PROBABILITY},
     ChannelSpec: {
         "loss": checks.PROBABILITY,
         "duplicate": checks.PROBABILITY,
         "reorder": checks.PROBABILITY,
-        "delay_rounds": checks.NON_NEGATIVE,
-        "jitter_rounds": checks.NON_NEGATIVE,
-        "shards": checks.AT_LEAST_ONE,
+        "delay_rounds": _DELAY,
+        "jitter_rounds": _DELAY,
+        "shards": checks.Range(1, cap=MAX_TOPICS),
         "routing": ("broadcast", "interest"),
     },
-    RealtimeSpec: {"jitter_pct": checks.Range(0, 100), "clock_offset_s": checks.NON_NEGATIVE},
-    WorkloadSpec: {"msg_bytes": checks.POSITIVE},
+    RealtimeSpec: {"jitter_pct": checks.Range(0, 100), "clock_offset_s": checks.Range(0, cap=MAX_CLOCK_OFFSET_S)},
+    WorkloadSpec: {"msg_bytes": checks.Range(0, low_open=True, cap=MAX_MSG_BYTES)},
 }
 
 
 def names(cls: type) -> tuple[str, ...]:
-    """The keys a section of type `cls` allows: its fields, in order."""
-    return tuple(f.name for f in fields(cls))
+    """The keys a section of type `cls` allows: its fields but SECRETS, in order."""
+    return tuple(f.name for f in fields(cls) if f.name not in SECRETS)
 
 
 def body(cls: type, raw: Any, key: str) -> dict[str, Any]:

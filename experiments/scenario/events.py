@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from experiments import checks
-from experiments.scenario import sections
+from experiments.scenario import converter, sections
 from experiments.scenario.sections import Context
 from experiments.scenario.spec import BrokerSpec, EventSpec
 
@@ -39,10 +39,14 @@ def _channel_event(value: Any, key: str, context: Context) -> tuple[str, dict[st
     return "", changes
 
 
+_CLOCK_OFFSET = checks.Range(-converter.MAX_CLOCK_OFFSET_S, converter.MAX_CLOCK_OFFSET_S)
+
+
 def _clock_skew_event(value: Any, key: str, context: Context) -> tuple[str, dict[str, Any]]:
     body = checks.mapping(value, key, ("broker", "offset_s"), ("broker", "offset_s"))
     broker = checks.known(body["broker"], checks.at(key, "broker"), context.brokers, "broker")
-    return broker, {"offset_s": float(checks.number(body["offset_s"], checks.at(key, "offset_s")))}
+    offset = checks.number(body["offset_s"], checks.at(key, "offset_s"), _CLOCK_OFFSET)
+    return broker, {"offset_s": float(offset)}
 
 
 _EVENTS: dict[str, EventParser] = {

@@ -14,7 +14,7 @@ import yaml
 from experiments import checks
 from experiments.errors import ScenarioError
 from experiments.scenario import converter, events, generation, sections
-from experiments.scenario.spec import ChannelSpec, CleanupSpec, RealtimeSpec, ReportingSpec, Scenario
+from experiments.scenario.spec import ChannelSpec, CleanupSpec, RealtimeSpec, Scenario
 
 
 def load_scenario(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Scenario:
@@ -65,8 +65,35 @@ def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> di
     return result
 
 
+MAX_FILE_BYTES = 16 * 2**20  # a generated scenario is a few lines; 16 MiB hold 200,000 hand-written brokers
+MAX_DEPTH = 32  # nodes from the top to the deepest value; a scenario needs 7 (events[0].channel.partitions[0][0])
+
+
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (PyYAML keeps the last silently) and reads `1e3` as a float."""
+    """SafeLoader that refuses duplicate keys (PyYAML keeps the last silently), nesting deeper than MAX_DEPTH
+    (PyYAML composes recursively: 5,000 levels are a RecursionError) and scalars its constructors cannot read
+    (`2001-13-45`, `!!int x`), each with its line; and reads `1e3` as a float."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                problem = f"nested too deeply (more than {MAX_DEPTH} levels)"
+                raise yaml.composer.ComposerError(None, None, problem, self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, KeyError) as error:  # e.g. datetime's "month must be in 1..12", bool's KeyError
+            problem = f"not a valid {node.tag.rsplit(':', 1)[-1]}: {error}"
+            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from None
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen = set()
@@ -90,13 +117,18 @@ _StrictLoader.add_implicit_resolver(
 def read_yaml(path: Path, source: str) -> Any:
     """The YAML document at `path` (strict: no duplicate keys); a problem is a `ScenarioError` naming `source`."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise ScenarioError(source, "", "no such file") from None
-    except UnicodeDecodeError:
-        raise ScenarioError(source, "", "not a UTF-8 text file") from None
     except OSError as error:
         raise ScenarioError(source, "", f"cannot read: {error.strerror}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ScenarioError(source, "", f"file too large (more than {MAX_FILE_BYTES // 2**20} MiB)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ScenarioError(source, "", "not a UTF-8 text file") from None
     try:
         return yaml.load(text, Loader=_StrictLoader)
     except yaml.MarkedYAMLError as error:
@@ -140,7 +172,7 @@ def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
         groups=groups,
         brokers=brokers,
         policy=sections.policy(top.get("policy", {}), "policy"),
-        reporting=converter.plain_section(ReportingSpec, top.get("reporting", {}), "reporting"),
+        reporting=sections.reporting(top.get("reporting", {}), "reporting", base_dir),
         cleanup=converter.plain_section(CleanupSpec, top.get("cleanup", {}), "cleanup"),
         channel=ChannelSpec(**sections.channel(top.get("channel", {}), "channel", context)),
         events=events.events(top.get("events", []), "events", context, brokers),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from experiments.scenario.spec import (
     GroupSpec,
     PolicySpec,
     Profile,
+    ReportingSpec,
     WorkloadSpec,
 )
 
@@ -69,6 +71,8 @@ def _quota_value(value: Any, key: str) -> float:
         return -1.0
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
         raise checks.FieldError(key, f"must be a number >= 0 or '{UNLIMITED}', got {checks.show(value)}")
+    if value > workload.MAX_RATE:
+        raise checks.FieldError(key, f"must be <= {workload.MAX_RATE} or '{UNLIMITED}', got {checks.show(value)}")
     return float(value)
 
 
@@ -96,8 +100,11 @@ def groups(raw: Any, key: str) -> tuple[GroupSpec, ...]:
 def brokers(raw: Any, key: str, context: Context) -> tuple[BrokerSpec, ...]:
     """A non-empty list of brokers with distinct names, each serving known groups at most once."""
     join_rule = {"join_at": checks.rounds_range(context.rounds)}
+    items = checks.list_of(raw, key)
+    if len(items) > converter.MAX_BROKERS:
+        raise checks.FieldError(key, f"at most {converter.MAX_BROKERS} brokers, got {len(items)}")
     specs = []
-    for index, item in enumerate(checks.list_of(raw, key)):
+    for index, item in enumerate(items):
         item_key = checks.at(key, index)
         body = converter.body(BrokerSpec, item, item_key)
         workload_key = checks.at(item_key, "workload")
@@ -166,6 +173,53 @@ def _read_trace(value: Any, key: str, context: Context) -> dict[str, list]:
                 key, f"{name} line {reader.line_num}: round must be an integer and msgs_per_s a number"
             ) from None
     return {"rounds": rounds, "rates": rates}
+
+
+def reporting(raw: Any, key: str, base_dir: Path) -> ReportingSpec:
+    """Reporting settings; the HMAC key is read here, once, from `hmac_key_file` (relative to `base_dir`) or the
+    environment variable `hmac_key_env`. Surrounding whitespace (a file's last newline) is not part of the key."""
+    if isinstance(raw, dict) and "hmac_key" in raw:
+        raise checks.FieldError(
+            checks.at(key, "hmac_key"),
+            "a key is never written in a scenario: name a file with hmac_key_file or a variable with hmac_key_env",
+        )
+    settings = converter.plain_fields(ReportingSpec, converter.body(ReportingSpec, raw, key), key)
+    file_name, variable = settings.get("hmac_key_file"), settings.get("hmac_key_env")
+    if file_name and variable:
+        raise checks.FieldError(key, "give hmac_key_file or hmac_key_env, not both")
+    if file_name:
+        settings["hmac_key"] = _key_from_file(file_name, checks.at(key, "hmac_key_file"), base_dir)
+    elif variable:
+        settings["hmac_key"] = _key_from_environment(variable, checks.at(key, "hmac_key_env"))
+    return ReportingSpec(**settings)
+
+
+MAX_KEY_BYTES = 4096  # an HMAC-SHA256 key longer than its 64-byte block is hashed first; this bounds the read
+
+
+def _key_from_file(name: str, key: str, base_dir: Path) -> bytes:
+    try:
+        with (base_dir / name).open("rb") as file:
+            secret = file.read(MAX_KEY_BYTES + 1).strip()
+    except FileNotFoundError:
+        raise checks.FieldError(key, f"no such file {name!r} (relative to {base_dir})") from None
+    except OSError as error:
+        raise checks.FieldError(key, f"cannot read {name!r}: {error.strerror}") from None
+    return _checked_key(secret, key, f"file {name!r}")
+
+
+def _key_from_environment(variable: str, key: str) -> bytes:
+    if variable not in os.environ:
+        raise checks.FieldError(key, f"the environment variable {variable} is not set")
+    return _checked_key(os.fsencode(os.environ[variable]).strip(), key, f"the environment variable {variable}")
+
+
+def _checked_key(secret: bytes, key: str, where: str) -> bytes:
+    if not secret:
+        raise checks.FieldError(key, f"{where} holds an empty key")
+    if len(secret) > MAX_KEY_BYTES:
+        raise checks.FieldError(key, f"{where} holds more than {MAX_KEY_BYTES} bytes: not a key")
+    return secret
 
 
 def channel(raw: Any, key: str, context: Context, exclude: Sequence[str] = ()) -> dict[str, Any]:

@@ -13,6 +13,10 @@ from typing import Any
 from actors.workload import Profile
 from allocator.codec import DIMENSIONS
 
+# Fields read from a file or the environment when a scenario loads: not keys of a scenario file, and left out of
+# `Scenario.to_dict` (the manifest), so a secret is never written.
+SECRETS = frozenset({"hmac_key"})
+
 
 @dataclass(frozen=True)
 class PolicySpec:
@@ -26,7 +30,11 @@ class ReportingSpec:
     force_every: int = 5
     report_demand: bool = False
     compress: bool = False
-    hmac_key: str | None = None  # cluster key; reports are signed and checked when set
+    # The cluster key (reports are signed and checked when there is one) comes from a file (relative to the
+    # scenario) or an environment variable, never from the scenario's text. Only its source is written anywhere.
+    hmac_key_file: str | None = None
+    hmac_key_env: str | None = None
+    hmac_key: bytes | None = field(default=None, repr=False)  # read once when the scenario loads; in SECRETS
 
 
 @dataclass(frozen=True)
@@ -126,4 +134,9 @@ class Scenario:
         return tuple(dim for dim in DIMENSIONS if dim in used)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The scenario as plain data for the manifest, without SECRETS."""
+        return asdict(self, dict_factory=_without_secrets)
+
+
+def _without_secrets(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    return {name: value for name, value in items if name not in SECRETS}

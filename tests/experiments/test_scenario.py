@@ -88,7 +88,7 @@ BAD = {
     "unknown nested key": (
         base(reporting={"treshold_pct": 5}),
         "reporting.treshold_pct",
-        "unknown key (allowed: threshold_pct, force_every, report_demand, compress, hmac_key)",
+        "unknown key (allowed: threshold_pct, force_every, report_demand, compress, hmac_key_file, hmac_key_env)",
     ),
     "unknown key in a workload": (
         base(brokers=[broker("broker-1", {"group": "tenant-a/ns-1", "msgs_per_s": 5, "rate": 5})]),
@@ -236,7 +236,7 @@ BAD = {
         "must be in [0, 20), got 20",
     ),
     "rounds below one": (base(rounds=0), "rounds", "must be >= 1, got 0"),
-    "interval not positive": (base(interval_s=0), "interval_s", "must be > 0, got 0"),
+    "interval below a millisecond": (base(interval_s=0), "interval_s", "must be >= 0.001, got 0"),
     "seed not an integer": (base(seed=1.5), "seed", "must be an integer, got 1.5"),
     "seed a boolean": (base(seed=True), "seed", "must be an integer, got true"),
     "unknown mode": (base(mode="turbo"), "mode", "must be one of lockstep, realtime, got 'turbo'"),

@@ -15,7 +15,7 @@ import numpy as np
 
 from allocator import policies
 from allocator.bucket_array import TokenBucketArray
-from allocator.codec import ReportError, UsageReport, check_key, decode_reports, encode_split
+from allocator.codec import UsageReport, check_key, decode_batch, encode_split
 from allocator.reporting import ReportSuppressor, Selection
 from allocator.routing import Routes
 from allocator.usage_table import OWN, CleanupRules, Merge, UsageTable
@@ -173,22 +173,13 @@ class BrokerNode:
     # -- phase 2: receive, clean up, allocate ----------------------------------------------------
 
     def receive(self, payloads: Iterable[bytes], now_s: float) -> Inbox:
-        """Decode and merge reports, all at once; a bad one is counted and dropped, never raised."""
-        inbox = Inbox()
-        reports = []
-        decoded = decode_reports(payloads, key=self.settings.hmac_key, known_brokers=self.known_brokers)
-        for report in decoded:
-            # a report in other dimensions would land its columns in the wrong ones, or not fit at all
-            if isinstance(report, ReportError) or tuple(report.dimensions) != tuple(self.settings.dimensions):
-                inbox.rejected += 1
-            else:
-                reports.append(report)
-        for outcome in self.table.merge_many(reports, now_s):
-            if outcome is Merge.ACCEPTED:
-                inbox.accepted += 1
-            else:
-                inbox.discarded += 1
-        return inbox
+        """Decode and merge reports, all at once; a bad one (or one in other dimensions) is counted and dropped,
+        never raised."""
+        batch, rejected = decode_batch(
+            payloads, self.settings.dimensions, key=self.settings.hmac_key, known_brokers=self.known_brokers
+        )
+        accepted = self.table.merge_many(batch, now_s).count(Merge.ACCEPTED)
+        return Inbox(accepted=accepted, rejected=len(rejected), discarded=len(batch) - accepted)
 
     def cleanup(self, now_s: float, dead: Iterable[tuple[str, int]] = ()) -> int:
         """Expire silent entries and drop brokers the membership registry declared dead."""

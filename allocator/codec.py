@@ -30,8 +30,9 @@ misconfigured broker fails at once instead of counting every report as bad.
 
 A broker publishes one small report per topic and receives one per peer every round (~100 at PIP-82's scale),
 so the per-report cost matters more than the per-entry cost: `encode_split` checks a round's entries once and
-packs each part from slices of the same columns, and `decode_reports` checks the rates and ids of all the
-reports it decodes in one pass (looking at each report alone only when that pass finds a fault).
+packs each part from slices of the same columns, and `decode_batch` parses each report's envelope and header
+in Python but turns the columns of all of them into one `ReportBatch` of arrays, checked in one pass (looking
+at a report alone only when that pass finds a fault in it).
 """
 
 from __future__ import annotations
@@ -39,9 +40,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import zlib
-from collections.abc import Container, Iterable
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 import numpy as np
@@ -110,6 +111,93 @@ class UsageReport:
         )
 
 
+@dataclass(frozen=True, eq=False)
+class ReportBatch:
+    """Valid reports in the same dimensions, received together, held as columns (what a broker merges at once).
+
+    Report i is sent by `brokers[i]` (with `incarnation[i]`, `seq[i]`, `sent_at_ms[i]`, `interval_ms[i]`,
+    `dictionaries[i]`) and holds the entries `offsets[i]:offsets[i + 1]` of `group_ids`, `usage` and `demand`;
+    `demand` rows are 0 for a report without demand (`has_demand[i]` False).
+    """
+
+    dimensions: tuple[str, ...]
+    brokers: list[str]
+    incarnation: list[int]
+    seq: list[int]
+    sent_at_ms: list[int]
+    interval_ms: list[int]
+    dictionaries: list[dict[int, str] | None]
+    has_demand: np.ndarray  # bool[R]
+    offsets: np.ndarray  # int64[R + 1]
+    group_ids: np.ndarray  # int64[N]
+    usage: np.ndarray  # float64[N, D]
+    demand: np.ndarray  # float64[N, D]
+
+    def __len__(self) -> int:
+        return len(self.brokers)
+
+    @classmethod
+    def of(cls, reports: Sequence[UsageReport], dimensions: Sequence[str]) -> ReportBatch:
+        """Reports already decoded (or built), all in `dimensions`; ValueError if one is not."""
+        if any(tuple(report.dimensions) != tuple(dimensions) for report in reports):
+            raise ValueError(f"every report must be in the dimensions {list(dimensions)}")
+        no_rates = np.zeros((0, len(dimensions)))
+        return cls(
+            dimensions=tuple(dimensions),
+            brokers=[report.broker for report in reports],
+            incarnation=[int(report.incarnation) for report in reports],
+            seq=[int(report.seq) for report in reports],
+            sent_at_ms=[int(report.sent_at_ms) for report in reports],
+            interval_ms=[int(report.interval_ms) for report in reports],
+            dictionaries=[report.dictionary for report in reports],
+            has_demand=np.array([report.demand is not None for report in reports], dtype=bool),
+            offsets=np.cumsum([0, *(len(report.group_ids) for report in reports)], dtype=np.int64),
+            group_ids=np.concatenate([np.zeros(0, np.int64), *(report.group_ids for report in reports)]),
+            usage=np.concatenate([no_rates, *(report.usage for report in reports)]),
+            demand=np.concatenate(
+                [no_rates, *(np.zeros_like(r.usage) if r.demand is None else r.demand for r in reports)]
+            ),
+        )
+
+    def report(self, index: int) -> UsageReport:
+        start, end = self.offsets[index], self.offsets[index + 1]
+        return UsageReport(
+            broker=self.brokers[index],
+            incarnation=self.incarnation[index],
+            seq=self.seq[index],
+            sent_at_ms=self.sent_at_ms[index],
+            interval_ms=self.interval_ms[index],
+            dimensions=self.dimensions,
+            group_ids=self.group_ids[start:end],
+            usage=self.usage[start:end],
+            demand=self.demand[start:end] if self.has_demand[index] else None,
+            dictionary=self.dictionaries[index],
+        )
+
+    def select(self, reports: np.ndarray) -> ReportBatch:
+        """The batch of the reports where `reports` (bool[R]) is True."""
+        keep = reports.tolist()
+        entries = np.repeat(reports, np.diff(self.offsets))
+
+        def chosen(items: list[Any]) -> list[Any]:
+            return [item for item, kept in zip(items, keep, strict=True) if kept]
+
+        return ReportBatch(
+            dimensions=self.dimensions,
+            brokers=chosen(self.brokers),
+            incarnation=chosen(self.incarnation),
+            seq=chosen(self.seq),
+            sent_at_ms=chosen(self.sent_at_ms),
+            interval_ms=chosen(self.interval_ms),
+            dictionaries=chosen(self.dictionaries),
+            has_demand=self.has_demand[reports],
+            offsets=np.concatenate([[0], np.cumsum(np.diff(self.offsets)[reports])]).astype(np.int64),
+            group_ids=self.group_ids[entries],
+            usage=self.usage[entries],
+            demand=self.demand[entries],
+        )
+
+
 def encode_report(report: UsageReport, *, key: bytes | None = None, compress: bool = False) -> bytes:
     """Serialise `report`; raises `ReportError` if it would not pass `decode_report`'s checks.
 
@@ -118,15 +206,11 @@ def encode_report(report: UsageReport, *, key: bytes | None = None, compress: bo
     check_key(key)
     header, group_ids, usage, demand = _checked_columns(report)
     dictionary = None if report.dictionary is None else _pack_dictionary(report.dictionary)
-    return _envelope(
-        header,
-        _pack_ids(group_ids),
-        usage.tobytes(),
-        None if demand is None else demand.tobytes(),
-        dictionary,
-        key=key,
-        compress=compress,
+    packer = msgpack.Packer(use_bin_type=True)
+    body = packer.pack(
+        [*header, _pack_ids(group_ids), usage.tobytes(), None if demand is None else demand.tobytes(), dictionary]
     )
+    return _seal(packer, body, key=key, compress=compress)
 
 
 def encode_split(
@@ -151,23 +235,23 @@ def encode_split(
     usage_bytes = usage[rows].tobytes()
     demand_bytes = None if demand is None else demand[rows].tobytes()
     row_bytes = usage.shape[1] * _RATE_DTYPE.itemsize
+    packer = msgpack.Packer(use_bin_type=True)  # one for every part: `packb` builds a new one each call (2x slower)
     payloads = []
     for start, end in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
         dictionary = None
         if report.dictionary is not None:
-            dictionary = _pack_dictionary({g: report.dictionary[g] for g in group_ids[rows[start:end]].tolist()
-                                           if g in report.dictionary})  # fmt: skip
-        payloads.append(
-            _envelope(
-                header,
+            ids = group_ids[rows[start:end]].tolist()
+            dictionary = _pack_dictionary({g: report.dictionary[g] for g in ids if g in report.dictionary})
+        body = packer.pack(
+            [
+                *header,
                 [width, id_bytes[start * width : end * width]],
                 usage_bytes[start * row_bytes : end * row_bytes],
                 None if demand_bytes is None else demand_bytes[start * row_bytes : end * row_bytes],
                 dictionary,
-                key=key,
-                compress=compress,
-            )
+            ]
         )
+        payloads.append(_seal(packer, body, key=key, compress=compress))
     return payloads
 
 
@@ -191,17 +275,8 @@ def _checked_columns(report: UsageReport) -> tuple[list[Any], np.ndarray, np.nda
     return [*header, dimensions], group_ids, usage, demand
 
 
-def _envelope(
-    header: list[Any],
-    ids: list[Any],
-    usage: bytes,
-    demand: bytes | None,
-    dictionary: list[Any] | None,
-    *,
-    key: bytes | None,
-    compress: bool,
-) -> bytes:
-    body = msgpack.packb([*header, ids, usage, demand, dictionary], use_bin_type=True)
+def _seal(packer: msgpack.Packer, body: bytes, *, key: bytes | None, compress: bool) -> bytes:
+    """The envelope around a packed body: compressed if asked, then signed with `key` if given."""
     flags = 0
     if compress:
         body = zlib.compress(body, _ZLIB_LEVEL)
@@ -209,7 +284,7 @@ def _envelope(
     envelope: list[Any] = [FORMAT_VERSION, flags, body]
     if key is not None:
         envelope.append(_signature(key, FORMAT_VERSION, flags, body))
-    return msgpack.packb(envelope, use_bin_type=True)
+    return packer.pack(envelope)
 
 
 def decode_report(
@@ -225,34 +300,62 @@ def decode_report(
     checked. With `known_brokers`, the sender must be one of them. `max_bytes` bounds both the bytes
     received (checked before parsing) and the decompressed body (checked while decompressing).
     """
-    (result,) = decode_reports([data], key=key, known_brokers=known_brokers, max_bytes=max_bytes)
-    if isinstance(result, ReportError):
-        raise result
-    return result
+    check_key(key)
+    body = _parse(data, key, known_brokers, max_bytes)
+    batch, rejected = _columns([body], body.dimensions)
+    if rejected:
+        raise rejected[0]
+    return batch.report(0)
 
 
-def decode_reports(
+def decode_batch(
     payloads: Iterable[bytes],
+    dimensions: Sequence[str],
     *,
     key: bytes | None = None,
     known_brokers: Container[str] | None = None,
     max_bytes: int = MAX_REPORT_BYTES,
-) -> list[UsageReport | ReportError]:
-    """`decode_report` for each payload, in order: the report, or the `ReportError` that rejects it."""
+) -> tuple[ReportBatch, dict[int, ReportError]]:
+    """`decode_report` for many payloads, which must be in `dimensions` too: the valid reports as one batch,
+    and the `ReportError` of each other one by its position in `payloads`."""
     check_key(key)
-    results: list[UsageReport | ReportError] = []
-    for data in payloads:
+    dimensions = tuple(dimensions)
+    bodies: list[_Body] = []
+    positions: list[int] = []
+    rejected: dict[int, ReportError] = {}
+    for position, data in enumerate(payloads):
         try:
-            results.append(_parse(data, key, known_brokers, max_bytes))
+            body = _parse(data, key, known_brokers, max_bytes)
+            if body.dimensions != dimensions:  # its columns would land in the wrong dimensions, or not fit at all
+                raise ReportError(f"dimensions {list(body.dimensions)} are not {list(dimensions)}")
         except ReportError as error:
-            results.append(error)
-    if not _columns_valid([result for result in results if isinstance(result, UsageReport)]):
-        results = [_with_valid_columns(result) for result in results]
-    return results
+            rejected[position] = error
+            continue
+        bodies.append(body)
+        positions.append(position)
+    batch, bad_values = _columns(bodies, dimensions)
+    rejected |= {positions[index]: error for index, error in bad_values.items()}
+    return batch, dict(sorted(rejected.items()))
 
 
-def _parse(data: bytes, key: bytes | None, known_brokers: Container[str] | None, max_bytes: int) -> UsageReport:
-    """Everything `decode_report` checks but the values of the rate and id columns (`_columns_valid`)."""
+class _Body(NamedTuple):
+    """A report checked but for the values of its columns, which are still bytes (see `_columns`)."""
+
+    broker: str
+    incarnation: int
+    seq: int
+    sent_at_ms: int
+    interval_ms: int
+    dimensions: tuple[str, ...]
+    id_width: int
+    ids: bytes
+    usage: bytes
+    demand: bytes | None
+    dictionary: dict[int, str] | None
+    n_entries: int
+
+
+def _parse(data: bytes, key: bytes | None, known_brokers: Container[str] | None, max_bytes: int) -> _Body:
     if not isinstance(data, bytes | bytearray | memoryview):
         raise ReportError(f"report is {type(data).__name__}, not bytes")
     size = memoryview(data).nbytes
@@ -267,40 +370,68 @@ def _parse(data: bytes, key: bytes | None, known_brokers: Container[str] | None,
             raise ReportError("bad signature")
     if flags & COMPRESSED:
         body = _decompress(body, max_bytes)
-    report = _parse_body(_unpack(body, "body"))
-    if known_brokers is not None and report.broker not in known_brokers:
-        raise ReportError(f"unknown broker {report.broker!r}")
-    return report
+    parsed = _parse_body(_unpack(body, "body"))
+    if known_brokers is not None and parsed.broker not in known_brokers:
+        raise ReportError(f"unknown broker {parsed.broker!r}")
+    return parsed
 
 
-def _columns_valid(reports: list[UsageReport]) -> bool:
-    """Whether every report's rates are finite and non-negative and its ids non-negative and increasing, in one
-    pass over all of them. False does not mean a report is bad: ids in another order may still be unique."""
-    if not reports:
-        return True
-    rates = np.concatenate(
-        [r.usage.ravel() for r in reports] + [r.demand.ravel() for r in reports if r.demand is not None]
+def _columns(bodies: list[_Body], dimensions: tuple[str, ...]) -> tuple[ReportBatch, dict[int, ReportError]]:
+    """The reports as one batch of arrays (one `frombuffer` per column), with the values checked in one pass;
+    returns the batch of the valid ones and the error of each other one by its index in `bodies`."""
+    D = len(dimensions)
+    counts = np.array([body.n_entries for body in bodies], dtype=np.int64)
+    widths = [body.id_width for body in bodies]
+    group_ids = np.empty(int(counts.sum()), dtype=np.int64)
+    for width in set(widths):
+        of_width = np.array([w == width for w in widths])
+        joined = b"".join(body.ids for body, w in zip(bodies, widths, strict=True) if w == width)
+        group_ids[np.repeat(of_width, counts)] = np.frombuffer(joined, dtype=_ID_DTYPES[width])
+    usage = np.frombuffer(b"".join(body.usage for body in bodies), dtype=_RATE_DTYPE).reshape(-1, D)
+    zeros = [bytes(len(body.usage)) if body.demand is None else body.demand for body in bodies]
+    demand = np.frombuffer(b"".join(zeros), dtype=_RATE_DTYPE).reshape(-1, D)
+    batch = ReportBatch(
+        dimensions=dimensions,
+        brokers=[body.broker for body in bodies],
+        incarnation=[body.incarnation for body in bodies],
+        seq=[body.seq for body in bodies],
+        sent_at_ms=[body.sent_at_ms for body in bodies],
+        interval_ms=[body.interval_ms for body in bodies],
+        dictionaries=[body.dictionary for body in bodies],
+        has_demand=np.array([body.demand is not None for body in bodies], dtype=bool),
+        offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        group_ids=group_ids,
+        usage=usage,
+        demand=demand,
     )
-    if rates.size and not (rates.min() >= 0 and rates.max() < np.inf):  # a NaN fails both
-        return False
-    ids = np.concatenate([r.group_ids for r in reports])
-    if not ids.size:
-        return True
-    increasing = ids[1:] > ids[:-1]
-    starts = np.cumsum([len(r.group_ids) for r in reports])[:-1]
-    increasing[starts[(starts > 0) & (starts < len(ids))] - 1] = True  # the next report may start anywhere
-    return bool(ids.min() >= 0 and increasing.all())
+    rejected = {}
+    for index in _suspects(batch):  # a report alone, for the reason (ids in another order may still be unique)
+        try:
+            report = batch.report(index)
+            _check_values(report.group_ids, report.usage, report.demand)
+        except ReportError as error:
+            rejected[index] = error
+    if rejected:
+        batch = batch.select(~np.isin(np.arange(len(bodies)), list(rejected)))
+    return batch, rejected
 
 
-def _with_valid_columns(result: UsageReport | ReportError) -> UsageReport | ReportError:
-    """The report if its rates and ids pass `_check_columns`, else the `ReportError` saying why not."""
-    if isinstance(result, ReportError):
-        return result
-    try:
-        _check_values(result.group_ids, result.usage, result.demand)
-    except ReportError as error:
-        return error
-    return result
+def _suspects(batch: ReportBatch) -> list[int]:
+    """The reports with a rate that is negative or not finite, or an id that is negative or not greater than
+    the one before it: one vectorised pass over every report of the batch."""
+    ids, usage, demand = batch.group_ids, batch.usage, batch.demand
+    if not ids.size or (
+        usage.min() >= 0 and usage.max() < np.inf and demand.min() >= 0 and demand.max() < np.inf  # a NaN fails
+        and ids.min() >= 0 and (ids[1:] > ids[:-1]).all()
+    ):  # fmt: skip
+        return []
+    first = batch.offsets[:-1][np.diff(batch.offsets) > 0]  # the first entry of each non-empty report
+    out_of_order = np.r_[False, ids[1:] <= ids[:-1]]
+    out_of_order[first] = False
+    rates_ok = ((usage >= 0) & (usage < np.inf)).all(axis=1) & ((demand >= 0) & (demand < np.inf)).all(axis=1)
+    suspect = ~rates_ok | (ids < 0) | out_of_order
+    of_entry = np.repeat(np.arange(len(batch)), np.diff(batch.offsets))
+    return np.unique(of_entry[suspect]).tolist()
 
 
 def _signature(key: bytes, version: int, flags: int, body: bytes) -> bytes:
@@ -365,31 +496,34 @@ def _decompress(body: bytes, max_bytes: int) -> bytes:
     return plain
 
 
-def _parse_body(fields: Any) -> UsageReport:
+def _parse_body(fields: Any) -> _Body:
     if not isinstance(fields, list):
         raise ReportError(f"body is {_type_name(fields)}, not an array")
     if len(fields) != _BODY_ITEMS:
         raise ReportError(f"body has {len(fields)} items, not {_BODY_ITEMS}")
-    broker, incarnation, seq, sent_at_ms, interval_ms, dimensions, ids, usage_bytes, demand_bytes, dictionary = fields
+    broker, incarnation, seq, sent_at_ms, interval_ms, dimensions, ids, usage, demand, dictionary = fields
     _check_header(broker, incarnation, seq, sent_at_ms, interval_ms)
     if not isinstance(dimensions, list):
         raise ReportError(f"dimensions is {_type_name(dimensions)}, not an array")
     _check_dimensions(dimensions)
-    group_ids = _unpack_ids(ids, "group ids")
-    usage = _unpack_rates(usage_bytes, len(dimensions), "usage")
-    demand = None if demand_bytes is None else _unpack_rates(demand_bytes, len(dimensions), "demand")
-    _check_shapes(group_ids, usage, demand, len(dimensions))  # values: `_columns_valid`
-    return UsageReport(
-        broker=broker,
-        incarnation=incarnation,
-        seq=seq,
-        sent_at_ms=sent_at_ms,
-        interval_ms=interval_ms,
-        dimensions=tuple(dimensions),
-        group_ids=group_ids,
-        usage=usage,
-        demand=demand,
-        dictionary=None if dictionary is None else _unpack_dictionary(dictionary),
+    id_width, id_bytes = _id_bytes(ids, "group ids")
+    n_entries = len(id_bytes) // id_width
+    _check_rate_bytes(usage, n_entries, len(dimensions), "usage")
+    if demand is not None:
+        _check_rate_bytes(demand, n_entries, len(dimensions), "demand")
+    return _Body(
+        broker,
+        incarnation,
+        seq,
+        sent_at_ms,
+        interval_ms,
+        tuple(dimensions),
+        id_width,
+        id_bytes,
+        usage,
+        demand,
+        None if dictionary is None else _unpack_dictionary(dictionary),
+        n_entries,
     )
 
 
@@ -455,7 +589,8 @@ def _pack_ids(ids: np.ndarray) -> list[Any]:
     return [width, ids.astype(_ID_DTYPES[width], copy=False).tobytes()]
 
 
-def _unpack_ids(ids: Any, what: str) -> np.ndarray:
+def _id_bytes(ids: Any, what: str) -> tuple[int, bytes]:
+    """`(width, bytes)` of a `[width, bytes]` id column, checked."""
     if not isinstance(ids, list) or len(ids) != 2:
         raise ReportError(f"{what} are not a [width, bytes] pair")
     width, data = ids
@@ -465,6 +600,11 @@ def _unpack_ids(ids: Any, what: str) -> np.ndarray:
         raise ReportError(f"{what} are {_type_name(data)}, not bytes")
     if len(data) % width:
         raise ReportError(f"{what} are {len(data)} bytes, not a multiple of {width}")
+    return width, data
+
+
+def _unpack_ids(ids: Any, what: str) -> np.ndarray:
+    width, data = _id_bytes(ids, what)
     return np.frombuffer(data, dtype=_ID_DTYPES[width]).astype(np.int64, copy=False)
 
 
@@ -490,14 +630,15 @@ def _rates_array(rates: Any, name: str) -> np.ndarray:
         raise ReportError(f"{name} is not numeric") from error
 
 
-def _unpack_rates(data: Any, n_dimensions: int, name: str) -> np.ndarray:
+def _check_rate_bytes(data: Any, n_entries: int, n_dimensions: int, name: str) -> None:
+    """Bytes of whole rows of `n_dimensions` float64, one row per entry."""
     if not isinstance(data, bytes):
         raise ReportError(f"{name} is {_type_name(data)}, not bytes")
     row_bytes = n_dimensions * _RATE_DTYPE.itemsize
     if len(data) % row_bytes:
         raise ReportError(f"{name} is {len(data)} bytes, not whole rows of {n_dimensions} float64")
-    rates = np.frombuffer(data, dtype=_RATE_DTYPE).reshape(-1, n_dimensions)
-    return rates.astype(np.float64, copy=False)
+    if len(data) // row_bytes != n_entries:
+        raise ReportError(f"lengths differ: {n_entries} group ids, {len(data) // row_bytes} {name} rows")
 
 
 def _check_columns(group_ids: np.ndarray, usage: np.ndarray, demand: np.ndarray | None, D: int) -> None:

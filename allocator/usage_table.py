@@ -15,13 +15,12 @@ voided (a restart or a removal by the membership).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
 
-from allocator.codec import UsageReport
+from allocator.codec import ReportBatch, UsageReport
 
 OWN = 0  # slot (and broker index) of the broker that holds the table
 FREE = -1  # `slot_broker` of a free slot
@@ -35,6 +34,9 @@ class Merge(Enum):
     OLD_INCARNATION = "old_incarnation"  # from an incarnation older than one already seen
     DUPLICATE = "duplicate"  # none of its entries was newer: a duplicate or a stale reordering
     OWN = "own"  # this broker's own report, come back through the channel
+
+
+_OUTCOMES = (Merge.TOO_OLD, Merge.OWN, Merge.OLD_INCARNATION, Merge.ACCEPTED, Merge.DUPLICATE)  # by code
 
 
 @dataclass(frozen=True)
@@ -111,11 +113,11 @@ class UsageTable:
         self._refreshed_s[:, OWN] = now_s
 
     def merge(self, report: UsageReport, now_s: float) -> Merge:
-        """Apply one decoded report (`merge_many` of one)."""
-        return self.merge_many([report], now_s)[0]
+        """Apply one decoded report (`merge_many` of a batch of one)."""
+        return self.merge_many(ReportBatch.of([report], report.dimensions), now_s)[0]
 
-    def merge_many(self, reports: Sequence[UsageReport], now_s: float) -> list[Merge]:
-        """Apply decoded reports received together: newer entries replace older ones; zeros remove the entry.
+    def merge_many(self, batch: ReportBatch, now_s: float) -> list[Merge]:
+        """Apply reports received together: newer entries replace older ones; a row of zeros removes the entry.
 
         Sequence numbers are checked per entry, not per report, so a broker may split one round's report
         over several topics (all with that round's number) and a late copy never overwrites fresher data.
@@ -123,34 +125,27 @@ class UsageTable:
         accepted only if one of its entries is kept: a report whose every entry a newer one of the same batch
         replaces, or that comes from an incarnation older than another report of the batch, is discarded.
         """
-        outcomes: list[Merge | None] = [None] * len(reports)
-        senders = np.zeros(len(reports), dtype=np.int64)
-        newest_incarnation: dict[int, int] = {}
-        oldest_sent_s = now_s - self.rules.max_report_age_s
-        for index, report in enumerate(reports):
-            if report.sent_at_ms / 1000.0 < oldest_sent_s:
-                outcomes[index] = Merge.TOO_OLD
-                continue
-            if report.broker == self.own_broker:
-                outcomes[index] = Merge.OWN
-                continue
-            sender = senders[index] = self._broker_index(report.broker)
-            newest_incarnation[sender] = max(newest_incarnation.get(sender, -1), report.incarnation)
-        for sender, incarnation in newest_incarnation.items():
-            if incarnation > self._incarnation[sender]:
-                self._clear_broker(sender)  # a restarted broker: what its old incarnation said is void
-                self._incarnation[sender] = incarnation
-        live = []
-        for index, report in enumerate(reports):
-            if outcomes[index] is None:
-                if report.incarnation < self._incarnation[senders[index]]:
-                    outcomes[index] = Merge.OLD_INCARNATION
-                else:
-                    live.append(index)
-        kept_by_report = self._merge_entries([reports[index] for index in live], senders[live], now_s)
-        for index, kept in zip(live, kept_by_report, strict=True):
-            outcomes[index] = Merge.ACCEPTED if kept else Merge.DUPLICATE
-        return outcomes  # type: ignore[return-value]  # every report has its outcome now
+        too_old = np.array(batch.sent_at_ms, dtype=np.float64) / 1000.0 < now_s - self.rules.max_report_age_s
+        senders = np.array(
+            [
+                OWN if old else self._broker_index(broker)
+                for broker, old in zip(batch.brokers, too_old.tolist(), strict=True)
+            ],
+            dtype=np.int64,
+        )
+        own = ~too_old & (senders == OWN)
+        from_others = ~too_old & ~own
+        incarnation = np.array(batch.incarnation, dtype=np.int64)
+        newest_incarnation = self._incarnation.copy()
+        np.maximum.at(newest_incarnation, senders[from_others], incarnation[from_others])
+        for restarted in np.flatnonzero(newest_incarnation > self._incarnation).tolist():
+            self._clear_broker(restarted)  # what its old incarnation said is void
+        self._incarnation = newest_incarnation
+        old_incarnation = from_others & (incarnation < newest_incarnation[senders])
+        live = from_others & ~old_incarnation
+        kept = self._merge_entries(batch, live, senders, now_s)
+        outcomes = np.select([too_old, own, old_incarnation, kept], [0, 1, 2, 3], default=4)
+        return [_OUTCOMES[outcome] for outcome in outcomes.tolist()]
 
     def expire(self, now_s: float) -> int:
         """Remove the entries of other brokers not refreshed within `stale_after_s`; returns how many."""
@@ -179,38 +174,36 @@ class UsageTable:
 
     # -- internals -------------------------------------------------------------------------------
 
-    def _merge_entries(self, reports: list[UsageReport], senders: np.ndarray, now_s: float) -> np.ndarray:
-        """Write the entries of `reports` (all from live incarnations) that are newer than the table and than
-        every other entry of the batch for the same slot; returns bool[len(reports)]: one of its entries kept."""
-        if not reports:
-            return np.zeros(0, dtype=bool)
-        counts = np.array([len(report.group_ids) for report in reports])
-        rows, known = self.local_rows(np.concatenate([report.group_ids for report in reports]))
-        usage = np.concatenate([report.usage for report in reports])[known]
-        demand_known = np.repeat([report.demand is not None for report in reports], counts)[known]
-        demand = np.concatenate([_demand_or_zeros(report) for report in reports])[known]
-        seq = np.repeat([report.seq for report in reports], counts)[known]
-        of_report = np.repeat(np.arange(len(reports)), counts)[known]
-        rows = rows[known]
-        slots = self._slots_of(rows, np.repeat(senders, counts)[known])
+    def _merge_entries(self, batch: ReportBatch, live: np.ndarray, senders: np.ndarray, now_s: float) -> np.ndarray:
+        """Write the entries of the `live` reports of `batch` that are newer than the table and than every other
+        entry of the batch for the same slot; returns bool[len(batch)]: one of the report's entries was kept."""
+        counts = np.diff(batch.offsets)
+        entries = np.flatnonzero(np.repeat(live, counts))
+        rows, known = self.local_rows(batch.group_ids[entries])
+        entries, rows = entries[known], rows[known]
+        of_report = np.repeat(np.arange(len(batch)), counts)[entries]
+        seq = np.array(batch.seq, dtype=np.int64)[of_report]
+        slots = self._slots_of(rows, senders[of_report])
 
         # the newest entry per slot: newer than the table, the highest sequence number, the first of equals
-        flat = rows * self.slot_broker.shape[1] + slots
-        newest = self._seq.ravel().copy()
+        flat = rows * self.slot_broker.shape[1] + slots  # index into the [G, K] arrays, all C-contiguous
+        table_seq = self._seq.reshape(-1)
+        newest = table_seq.copy()
         np.maximum.at(newest, flat, seq)
-        candidate = np.flatnonzero((seq == newest[flat]) & (seq > self._seq.ravel()[flat]))
+        candidate = np.flatnonzero((seq == newest[flat]) & (seq > table_seq[flat]))
         first = np.full(newest.shape, len(seq))
         np.minimum.at(first, flat[candidate], candidate)
         kept = candidate[first[flat[candidate]] == candidate]
 
-        rows, slots, usage = rows[kept], slots[kept], usage[kept]
-        self.usage[rows, slots] = usage
-        self.demand[rows, slots] = demand[kept]
-        self.demand_known[rows, slots] = demand_known[kept]
-        self.present[rows, slots] = usage.any(axis=1)
-        self._refreshed_s[rows, slots] = now_s
-        self._seq[rows, slots] = seq[kept]
-        return np.bincount(of_report[kept], minlength=len(reports)) > 0
+        flat, entries, usage = flat[kept], entries[kept], batch.usage[entries[kept]]
+        n_dimensions = self.usage.shape[2]
+        self.usage.reshape(-1, n_dimensions)[flat] = usage
+        self.demand.reshape(-1, n_dimensions)[flat] = batch.demand[entries]
+        self.demand_known.reshape(-1)[flat] = batch.has_demand[of_report[kept]]
+        self.present.reshape(-1)[flat] = usage.any(axis=1)
+        self._refreshed_s.reshape(-1)[flat] = now_s
+        table_seq[flat] = seq[kept]
+        return np.bincount(of_report[kept], minlength=len(batch)) > 0
 
     def _slots_of(self, rows: np.ndarray, brokers: np.ndarray) -> np.ndarray:
         """The slot of each (row, broker) entry, taking free slots for the ones not in the table yet."""
@@ -274,10 +267,6 @@ class UsageTable:
             self.brokers.append(broker)
             self._incarnation = np.append(self._incarnation, 0)
         return index
-
-
-def _demand_or_zeros(report: UsageReport) -> np.ndarray:
-    return report.demand if report.demand is not None else np.zeros_like(report.usage)
 
 
 def _dense_lookup(group_ids: np.ndarray) -> np.ndarray | None:

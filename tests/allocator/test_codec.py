@@ -19,10 +19,11 @@ from allocator.codec import (
     DIMENSIONS,
     FORMAT_VERSION,
     MAX_REPORT_BYTES,
+    ReportBatch,
     ReportError,
     UsageReport,
+    decode_batch,
     decode_report,
-    decode_reports,
     encode_report,
     encode_split,
 )
@@ -235,7 +236,7 @@ def test_a_key_of_the_wrong_type_or_empty_is_a_configuration_error_not_a_bad_rep
         with pytest.raises(TypeError, match=f"key must be non-empty bytes or None, got {type(key).__name__}"):
             decode_report(encode_report(make_report(), key=KEY), key=key)  # type: ignore[arg-type]
         with pytest.raises(TypeError):
-            decode_reports([b""], key=key)  # type: ignore[arg-type]
+            decode_batch([b""], TWO_DIMS, key=key)  # type: ignore[arg-type]
 
 
 def test_a_wrong_key_is_a_report_error() -> None:
@@ -411,10 +412,15 @@ def test_encoder_refuses_what_the_decoder_would(changes: dict[str, Any], reason:
 rate_values = st.floats(min_value=0.0, max_value=1e300, allow_nan=False, allow_infinity=False)
 
 
+dimension_tuples = st.builds(
+    lambda order, n: tuple(order[:n]), st.permutations(DIMENSIONS), st.integers(1, len(DIMENSIONS))
+)
+
+
 @st.composite
-def usage_reports(draw: st.DrawFn) -> UsageReport:
+def usage_reports(draw: st.DrawFn, dimensions: tuple[str, ...] | None = None) -> UsageReport:
     n = draw(st.integers(0, 200))
-    dimensions = tuple(draw(st.permutations(DIMENSIONS))[: draw(st.integers(1, len(DIMENSIONS)))])
+    dimensions = draw(dimension_tuples) if dimensions is None else dimensions
     largest = draw(st.sampled_from([2**8 - 1, 2**16 - 1, 2**32 - 1, 2**63 - 1]))
     group_ids = draw(hnp.arrays(np.int64, n, elements=st.integers(0, largest), unique=True))
     shape = (n, len(dimensions))
@@ -583,37 +589,59 @@ def test_encode_split_refuses_a_part_that_repeats_a_group(rows: list[int], bound
     assert len(encode_split(make_report(3), np.array([1, 0]), np.array([0, 1, 2]))) == 2  # across parts: fine
 
 
-def test_decode_reports_rejects_only_the_bad_report_of_a_batch_with_its_reason() -> None:
+def test_decode_batch_rejects_only_the_bad_reports_each_with_its_reason() -> None:
     good = encode_report(make_report(4, demand=True))
     shuffled = envelope(body_fields(group_ids=ids_field([3, 1, 2])))  # unique, not increasing: valid
-    bad = [
+    payloads = [
+        good,
         envelope(body_fields(usage=rates([1, 2], [np.nan, 4], [5, 6]))),
+        shuffled,
         envelope(body_fields(demand=rates([1, 2], [3, -4], [5, 6]))),
         envelope(body_fields(group_ids=ids_field([9, 4, 9]))),
         envelope(body_fields(group_ids=ids_field([1, -2, 3], 8))),
+        good,
         b"\xc1",
+        encode_report(make_report(2, ("publish_msgs_per_s",))),
     ]
-    results = decode_reports([good, bad[0], shuffled, bad[1], bad[2], bad[3], good, bad[4]])
-    assert [isinstance(r, UsageReport) for r in results] == [True, False, True, False, False, False, True, False]
-    reasons = [r.reason for r in results if isinstance(r, ReportError)]
-    assert reasons == [
-        "usage has NaN",
-        "demand has negative values",
-        "duplicate group ids: 9",
-        "negative group id -2",
-        "envelope is not valid msgpack",
-    ]
-    assert results[0] == results[6] == make_report(4, demand=True)
-    assert decode_reports([]) == []
+    batch, rejected = decode_batch(payloads, TWO_DIMS)
+    assert {position: error.reason for position, error in rejected.items()} == {
+        1: "usage has NaN",
+        3: "demand has negative values",
+        4: "duplicate group ids: 9",
+        5: "negative group id -2",
+        7: "envelope is not valid msgpack",
+        8: "dimensions ['publish_msgs_per_s'] are not ['publish_msgs_per_s', 'publish_bytes_per_s']",
+    }
+    assert len(batch) == 3 and batch.offsets.tolist() == [0, 4, 7, 11]
+    assert batch.report(0) == batch.report(2) == make_report(4, demand=True)
+    assert batch.report(1).group_ids.tolist() == [3, 1, 2] and batch.report(1).demand is None
+    assert batch.demand[4:7].tolist() == [[0.0, 0.0]] * 3  # no demand: zeros, and has_demand says so
+    assert batch.has_demand.tolist() == [True, False, True]
+    empty, none_rejected = decode_batch([], TWO_DIMS)
+    assert len(empty) == 0 and none_rejected == {} and empty.usage.shape == (0, 2)
+
+
+def test_a_batch_of_reports_gives_each_report_back() -> None:
+    reports = [make_report(3, demand=True, dictionary=True), make_report(0), make_report(2, broker="broker-2")]
+    batch = ReportBatch.of(reports, TWO_DIMS)
+    assert [batch.report(index) for index in range(len(batch))] == reports
+    with pytest.raises(ValueError, match="every report must be in the dimensions"):
+        ReportBatch.of([make_report(1, ("publish_msgs_per_s",))], TWO_DIMS)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(usage_reports(), st.lists(mutations, max_size=2)), max_size=5))
-def test_decode_reports_says_what_decode_report_says_of_each(cases: list[tuple[UsageReport, list]]) -> None:
-    payloads = [mutate(encode_report(report), steps) for report, steps in cases]
-    for data, result in zip(payloads, decode_reports(payloads), strict=True):
+@given(dimension_tuples, st.data())
+def test_decode_batch_says_what_decode_report_says_of_each(dimensions: tuple[str, ...], data: st.DataObject) -> None:
+    reports = data.draw(st.lists(usage_reports(dimensions) | usage_reports(), max_size=5))
+    payloads = [mutate(encode_report(report), data.draw(st.lists(mutations, max_size=2))) for report in reports]
+    batch, rejected = decode_batch(payloads, dimensions)
+    accepted = iter(range(len(batch)))
+    for position, payload in enumerate(payloads):
         try:
-            expected: UsageReport | str = decode_report(data)
+            expected: UsageReport | str = decode_report(payload)
         except ReportError as error:
             expected = error.reason
-        assert (result.reason if isinstance(result, ReportError) else result) == expected
+        if isinstance(expected, UsageReport) and expected.dimensions != dimensions:
+            expected = f"dimensions {list(expected.dimensions)} are not {list(dimensions)}"
+        assert (rejected[position].reason if position in rejected else batch.report(next(accepted))) == expected
+    assert next(accepted, None) is None

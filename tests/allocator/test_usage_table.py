@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator.codec import UsageReport
+from allocator.codec import ReportBatch, UsageReport
 from allocator.usage_table import OWN, CleanupRules, Merge, UsageTable
 
 DIMS = ("publish_msgs_per_s", "publish_bytes_per_s")
@@ -288,7 +288,7 @@ def test_a_batch_keeps_the_newest_entry_of_each_slot_and_counts_each_report():
         report("c", 1, [10], [[9.0, 9.0]], sent_at_s=90.0),
         report("me", 1, [10], [[9.0, 9.0]]),
     ]
-    assert table.merge_many(batch, now_s=100.0) == [
+    assert table.merge_many(ReportBatch.of(batch, DIMS), now_s=100.0) == [
         Merge.ACCEPTED,  # its entry of 20 stays
         Merge.ACCEPTED,
         Merge.DUPLICATE,
@@ -298,7 +298,7 @@ def test_a_batch_keeps_the_newest_entry_of_each_slot_and_counts_each_report():
     ]
     assert {key: usage[0] for key, usage in table.entries().items()} == {(10, "b"): 3.0, (20, "b"): 2.5, (30, "b"): 1.0}
     old_and_new = [report("b", 9, [10], [[5.0, 5.0]]), report("b", 1, [20], [[6.0, 6.0]], incarnation=1)]
-    assert table.merge_many(old_and_new, now_s=101.0) == [Merge.OLD_INCARNATION, Merge.ACCEPTED]
+    assert table.merge_many(ReportBatch.of(old_and_new, DIMS), now_s=101.0) == [Merge.OLD_INCARNATION, Merge.ACCEPTED]
     assert {key: usage[0] for key, usage in table.entries().items()} == {(20, "b"): 6.0}
 
 
@@ -407,7 +407,7 @@ def test_any_history_matches_the_model_and_keeps_the_invariants(ops):
                 report(broker, seq, groups, usage, incarnation=incarnation, sent_at_s=sent_at)
                 for broker, incarnation, seq, groups, usage, sent_at in batch
             ]
-            got = table.merge_many(reports, now)
+            got = table.merge_many(ReportBatch.of(reports, DIMS), now)
             assert got == model.merge(batch, now)
             removed -= {broker for (broker, *_), outcome in zip(batch, got, strict=True) if outcome is Merge.ACCEPTED}
         elif op[0] == "remove":

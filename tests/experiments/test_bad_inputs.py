@@ -1,0 +1,404 @@
+"""Every bad input to `quotalab` is one line on stderr naming the file and the key, exit status 2, no traceback.
+
+The table holds malformed scenario files as text (so broken YAML is covered too), each run through the command
+in-process; then the report (a missing or damaged run, refused before Spark starts) and the sweep.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from experiments.cli import main
+from experiments.run import run_scenario
+from experiments.scenario import parse_scenario
+
+BASE = """\
+name: bad
+groups:
+  - {name: g, quota: {publish_msgs_per_s: 100}}
+brokers:
+  - {name: b1, workload: [{group: g, msgs_per_s: 80}]}
+  - {name: b2, workload: [{group: g, msgs_per_s: 40}]}
+"""
+HUGE = "1" + "0" * 400  # an integer beyond any float: 1e400
+
+
+def top(text: str) -> str:
+    """BASE with top-level keys added."""
+    return BASE + text + "\n"
+
+
+def rate(value: str) -> str:
+    """BASE with b1's rate replaced (a number or a profile)."""
+    return BASE.replace("msgs_per_s: 80", f"msgs_per_s: {value}")
+
+
+def quota(value: str) -> str:
+    return BASE.replace("publish_msgs_per_s: 100", f"publish_msgs_per_s: {value}")
+
+
+def workload(extra: str) -> str:
+    """BASE with keys added to b1's workload entry."""
+    return BASE.replace("msgs_per_s: 80", f"msgs_per_s: 80, {extra}")
+
+
+def generated(**changes: str) -> str:
+    block = {"groups": "4", "brokers": "2", "brokers_per_group": "2", "quota": "{publish_msgs_per_s: 100}",
+             "msgs_per_s": "10", **changes}  # fmt: skip
+    return "name: gen\ngenerated: {" + ", ".join(f"{key}: {value}" for key, value in block.items()) + "}\n"
+
+
+def many_brokers(count: int) -> str:
+    lines = "".join(f"  - {{name: b{index}}}\n" for index in range(count))
+    return "name: many\ngroups: [{name: g, quota: {publish_msgs_per_s: 1}}]\nbrokers:\n" + lines
+
+
+@dataclass(frozen=True)
+class Bad:
+    text: str | bytes
+    key: str  # what the message names after the file: a dotted key, "line N, column M", or "" (the whole file)
+    problem: str  # a fragment of the problem
+    files: dict[str, str] = field(default_factory=dict)  # written next to the scenario
+    env: dict[str, str] = field(default_factory=dict)
+
+
+UNSET = "QUOTALAB_TEST_NO_SUCH_VARIABLE"
+RATE_CAP = "must be <= 1000000000000"
+
+BAD = {
+    # the file itself
+    "YAML syntax error": Bad("name: t\nrounds: 5\n  seed: 3\n", "line 3, column 7", "invalid YAML: mapping values"),
+    "duplicate key": Bad(top("name: again"), "line 7, column 1", "invalid YAML: duplicate key 'name'"),
+    "tab indentation": Bad("name: t\n\tseed: 1\n", "line 2, column 1", "invalid YAML"),
+    "unclosed flow list": Bad("name: [a, b\n", "line 2, column 1", "invalid YAML"),
+    "a list": Bad("- a\n- b\n", "", "a scenario must be a mapping of keys, got a list"),
+    "a bare number": Bad("42\n", "", "a scenario must be a mapping of keys, got 42"),
+    "empty file": Bad("", "", "the scenario is empty"),
+    "5,000-deep flow lists": Bad("name: " + "[" * 5000 + "]" * 5000 + "\n", "line 1, column", "nested too deeply"),
+    "5,000-deep block lists": Bad("name:\n" + "- " * 5000 + "x\n", "line 2, column", "nested too deeply"),
+    "5,000-deep mappings": Bad("name: " + "{a: " * 5000 + "b" + "}" * 5000 + "\n", "line 1", "nested too deeply"),
+    "file over 16 MiB": Bad(BASE + ("#" * 1023 + "\n") * 16 * 1024 + "\n", "", "file too large (more than 16 MiB)"),
+    "not UTF-8": Bad(b"name: caf\xe9\n", "", "not a UTF-8 text file"),
+    "NUL character": Bad("name: a\x00b\n", "", "invalid YAML: unacceptable character"),
+    "python tag": Bad("name: !!python/object/apply:os.system [ls]\n", "line 1, column 7", "invalid YAML"),
+    "impossible date": Bad(top("description: 2001-13-45"), "line 7, column 14", "not a valid timestamp"),
+    "boolean tag on a word": Bad(top("description: !!bool maybe"), "line 7, column 14", "not a valid bool"),
+    "unhashable key": Bad("? [a, b]\n: 1\nname: t\n", "line 1, column 3", "invalid YAML: found unhashable key"),
+    "integer of 5,000 digits": Bad(top("rounds: 1" + "0" * 5000), "line 7, column 9", "not a valid int"),
+    # top-level numbers
+    "rounds zero": Bad(top("rounds: 0"), "rounds", "must be >= 1, got 0"),
+    "rounds 10**12": Bad(top("rounds: 1000000000000"), "rounds", "must be <= 10000000, got 1000000000000"),
+    "rounds 1e400 as an integer": Bad(top(f"rounds: {HUGE}"), "rounds", "must be <= 10000000, got 1000"),
+    "rounds a fraction": Bad(top("rounds: 1.5"), "rounds", "must be an integer, got 1.5"),
+    "rounds a word": Bad(top("rounds: ten"), "rounds", "must be an integer, got 'ten'"),
+    "seed negative": Bad(top("seed: -1"), "seed", "must be >= 0, got -1"),
+    "seed 10**23": Bad(top("seed: 100000000000000000000000"), "seed", "must be <= 9223372036854775807"),
+    "seed 2**63": Bad(top("seed: 9223372036854775808"), "seed", "must be <= 9223372036854775807"),
+    "interval below a millisecond": Bad(top("interval_s: 0.0004"), "interval_s", "must be >= 0.001, got 0.0004"),
+    "interval 1e308": Bad(top("interval_s: 1e308"), "interval_s", "must be <= 86400, got 1e+308"),
+    "interval not a number": Bad(top("interval_s: .nan"), "interval_s", "must be a finite number, got nan"),
+    "interval infinite": Bad(top("interval_s: .inf"), "interval_s", "must be a finite number, got inf"),
+    "brokers_per_actor 10**12": Bad(top("brokers_per_actor: 1000000000000"), "brokers_per_actor", "must be <= 10000"),
+    "brokers_per_actor zero": Bad(top("brokers_per_actor: 0"), "brokers_per_actor", "must be >= 1, got 0"),
+    "unknown top-level key": Bad(top("rounsd: 5"), "rounsd", "unknown key (allowed: name, groups, brokers"),
+    "10,001 brokers": Bad(many_brokers(10_001), "brokers", "at most 10000 brokers, got 10001"),
+    # quotas
+    "quota 1e308": Bad(quota("1e308"), "groups[0].quota.publish_msgs_per_s", f"{RATE_CAP} or 'unlimited'"),
+    "quota infinite": Bad(quota(".inf"), "groups[0].quota.publish_msgs_per_s", "must be a number >= 0 or 'unlimited'"),
+    "quota negative": Bad(quota("-5"), "groups[0].quota.publish_msgs_per_s", "must be a number >= 0"),
+    "quota a word": Bad(quota("lots"), "groups[0].quota.publish_msgs_per_s", "got 'lots'"),
+    "quota event 1e308": Bad(
+        top("events: [{at: 1, quota: {group: g, publish_msgs_per_s: 1e308}}]"),
+        "events[0].quota.publish_msgs_per_s",
+        RATE_CAP,
+    ),
+    # rates and their profiles
+    "rate 1e308": Bad(rate("1e308"), "brokers[0].workload[0].msgs_per_s", f"{RATE_CAP}, got 1e+308"),
+    "rate negative": Bad(rate("-3"), "brokers[0].workload[0].msgs_per_s", "must be >= 0, got -3"),
+    "poisson mean 1e308": Bad(
+        rate("{poisson: {mean: 1e308}}"), "brokers[0].workload[0].msgs_per_s.poisson.mean", RATE_CAP
+    ),
+    "poisson mean nan": Bad(
+        rate("{poisson: {mean: .nan}}"), "brokers[0].workload[0].msgs_per_s.poisson.mean", "must be a finite number"
+    ),
+    "ramp to 1e13": Bad(
+        rate("{ramp: {from: 0, to: 1e13, over_rounds: 5}}"), "brokers[0].workload[0].msgs_per_s.ramp.to", RATE_CAP
+    ),
+    "ramp over 10**12 rounds": Bad(
+        rate("{ramp: {from: 0, to: 5, over_rounds: 1000000000000}}"),
+        "brokers[0].workload[0].msgs_per_s.ramp.over_rounds",
+        "must be <= 10000000",
+    ),
+    "ramp starting before 0": Bad(
+        rate("{ramp: {from: 0, to: 5, over_rounds: 5, start: -1}}"),
+        "brokers[0].workload[0].msgs_per_s.ramp.start",
+        "must be >= 0, got -1",
+    ),
+    "sine amplitude 1e300": Bad(
+        rate("{sine: {mean: 5, amplitude: 1e300, period_rounds: 5}}"),
+        "brokers[0].workload[0].msgs_per_s.sine.amplitude",
+        RATE_CAP,
+    ),
+    "sine period 1e400": Bad(
+        rate(f"{{sine: {{mean: 5, amplitude: 1, period_rounds: {HUGE}}}}}"),
+        "brokers[0].workload[0].msgs_per_s.sine.period_rounds",
+        "must be <= 10000000",
+    ),
+    "sine period zero": Bad(
+        rate("{sine: {mean: 5, amplitude: 1, period_rounds: 0}}"),
+        "brokers[0].workload[0].msgs_per_s.sine.period_rounds",
+        "must be >= 1, got 0",
+    ),
+    "trace rate 1e308": Bad(
+        rate("{trace: day.csv}"),
+        "brokers[0].workload[0].msgs_per_s.trace",
+        f"day.csv: rates: {RATE_CAP}",
+        files={"day.csv": "round,msgs_per_s\n0,10\n5,1e308\n"},
+    ),
+    "trace round 10**30": Bad(
+        rate("{trace: day.csv}"),
+        "brokers[0].workload[0].msgs_per_s.trace",
+        "day.csv: rounds: must be <= 10000000",
+        files={"day.csv": "round,msgs_per_s\n0,10\n1000000000000000000000000000000,5\n"},
+    ),
+    "trace file missing": Bad(rate("{trace: day.csv}"), "brokers[0].workload[0].msgs_per_s.trace", "no such file"),
+    "demand event poisson 1e308": Bad(
+        top("events: [{at: 1, demand: {broker: b2, group: g, msgs_per_s: {poisson: {mean: 1e308}}}}]"),
+        "events[0].demand.msgs_per_s.poisson.mean",
+        RATE_CAP,
+    ),
+    "message size 1e308": Bad(
+        workload("msg_bytes: 1e308"), "brokers[0].workload[0].msg_bytes", "must be <= 1073741824"
+    ),
+    "message size zero": Bad(workload("msg_bytes: 0"), "brokers[0].workload[0].msg_bytes", "must be > 0, got 0"),
+    # sections
+    "delay 1e308 rounds": Bad(top("channel: {delay_rounds: 1e308}"), "channel.delay_rounds", "must be <= 10000000"),
+    "shards 10**12": Bad(top("channel: {shards: 1000000000000}"), "channel.shards", "must be <= 65536"),
+    "loss above one": Bad(top("channel: {loss: 2}"), "channel.loss", "must be in [0, 1], got 2"),
+    "stale after 10**30 rounds": Bad(
+        top("cleanup: {stale_after_rounds: 1000000000000000000000000000000}"),
+        "cleanup.stale_after_rounds",
+        "must be <= 10000000",
+    ),
+    "report age zero": Bad(top("cleanup: {max_report_age_rounds: 0}"), "cleanup.max_report_age_rounds", "must be > 0"),
+    "force_every 1e400": Bad(
+        top(f"reporting: {{force_every: {HUGE}}}"), "reporting.force_every", "must be <= 10000000"
+    ),
+    "clock offset 1e308": Bad(top("realtime: {clock_offset_s: 1e308}"), "realtime.clock_offset_s", "must be <= 3600.0"),
+    "clock skew 1e308": Bad(
+        top("events: [{at: 1, clock_skew: {broker: b1, offset_s: 1e308}}]"),
+        "events[0].clock_skew.offset_s",
+        "must be in [-3600.0, 3600.0]",
+    ),
+    "event at 10**30": Bad(
+        top("events: [{at: 1000000000000000000000000000000, crash: b1}]"), "events[0].at", "must be in [0, 60)"
+    ),
+    "join_at 1e400": Bad(
+        BASE.replace("{name: b2,", f"{{name: b2, join_at: {HUGE},"), "brokers[1].join_at", "must be in [0, 60)"
+    ),
+    "policy parameter 1e308": Bad(
+        top("policy: {name: pip82-steal, params: {steal_fraction: 1e308}}"), "policy.params", "steal_fraction"
+    ),
+    "group name with a line break": Bad(
+        BASE.replace("{group: g, msgs_per_s: 40}", '{group: "x\\ny", msgs_per_s: 40}'),
+        "brokers[1].workload[0].group",
+        "unknown group 'x\\ny'",
+    ),
+    # generated clusters
+    "generated 10**9 groups": Bad(
+        generated(groups="1000000000"), "generated.groups", "groups * brokers_per_group must be <= 5000000"
+    ),
+    "generated 10**6 brokers": Bad(generated(brokers="1000000"), "generated.brokers", "must be <= 10000"),
+    "generated rate 1e308": Bad(
+        generated(msgs_per_s="{uniform: [0, 1e308]}"), "generated.msgs_per_s.uniform[1]", RATE_CAP
+    ),
+    "generated seed negative": Bad(generated(seed="-1"), "generated.seed", "must be >= 0"),
+    "generated seed 2**64": Bad(generated(seed="18446744073709551616"), "generated.seed", "must be <= 92233720"),
+    "generated quota 1e308": Bad(
+        generated(quota="{publish_msgs_per_s: 1e308}"), "generated.quota.publish_msgs_per_s", RATE_CAP
+    ),
+    # keys
+    "key written in the scenario": Bad(
+        top("reporting: {hmac_key: hunter2}"), "reporting.hmac_key", "name a file with hmac_key_file or a variable"
+    ),
+    "key file missing": Bad(top("reporting: {hmac_key_file: cluster.key}"), "reporting.hmac_key_file", "no such file"),
+    "key file empty": Bad(
+        top("reporting: {hmac_key_file: cluster.key}"),
+        "reporting.hmac_key_file",
+        "file 'cluster.key' holds an empty key",
+        files={"cluster.key": "\n"},
+    ),
+    "key file a directory": Bad(top("reporting: {hmac_key_file: .}"), "reporting.hmac_key_file", "cannot read '.'"),
+    "key variable unset": Bad(
+        top(f"reporting: {{hmac_key_env: {UNSET}}}"), "reporting.hmac_key_env", f"{UNSET} is not set"
+    ),
+    "key variable empty": Bad(
+        top("reporting: {hmac_key_env: QUOTALAB_TEST_EMPTY_KEY}"),
+        "reporting.hmac_key_env",
+        "QUOTALAB_TEST_EMPTY_KEY holds an empty key",
+        env={"QUOTALAB_TEST_EMPTY_KEY": " "},
+    ),
+    "key from a file and a variable": Bad(
+        top("reporting: {hmac_key_file: cluster.key, hmac_key_env: K}"), "reporting", "not both"
+    ),
+}
+
+
+def test_the_base_scenario_is_good():
+    assert parse_scenario(yaml.safe_load(BASE)).rounds == 60  # each case breaks it in one place only
+
+
+def refusal(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    """Run `quotalab ARGV...` in-process; it must exit with status 2 and one line on stderr, which is returned."""
+    code = main(argv)
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert code == 2, captured
+    assert len(lines) == 1, captured.err
+    assert "Traceback" not in captured.err + captured.out
+    return lines[0]
+
+
+@pytest.mark.parametrize("case", BAD.values(), ids=BAD.keys())
+def test_bad_scenario_is_one_line(tmp_path, capsys, monkeypatch, case):
+    monkeypatch.delenv(UNSET, raising=False)
+    for name, value in case.env.items():
+        monkeypatch.setenv(name, value)
+    for name, text in case.files.items():
+        (tmp_path / name).write_text(text)
+    path = tmp_path / "bad.yaml"
+    if isinstance(case.text, bytes):
+        path.write_bytes(case.text)
+    else:
+        path.write_text(case.text)
+    line = refusal(capsys, ["run", str(path), "--backend", "local", "--out", str(tmp_path / "run")])
+    assert line.startswith(f"quotalab run: {path}: {case.key}"), line
+    assert case.problem in line, line
+    assert not (tmp_path / "run").exists()  # nothing started
+
+
+def test_there_are_at_least_fifty_cases():
+    assert len(BAD) >= 50
+
+
+# --- the command line --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--rounds", "0"], "rounds: must be >= 1, got 0"),
+        (["--rounds", "100000000000"], "rounds: must be <= 10000000, got 100000000000"),
+        (["--seed", "-1"], "seed: must be >= 0, got -1"),
+        (["--seed", "99999999999999999999"], "seed: must be <= 9223372036854775807, got 99999999999999999999"),
+    ],
+)
+def test_bad_option_is_one_line(tmp_path, capsys, options, message):
+    path = tmp_path / "good.yaml"
+    path.write_text(BASE)
+    assert refusal(capsys, ["run", str(path), "--backend", "local", *options]) == f"quotalab run: {path}: {message}"
+
+
+def test_missing_scenario_file(tmp_path, capsys):
+    path = tmp_path / "nowhere.yaml"
+    assert refusal(capsys, ["run", str(path)]) == f"quotalab run: {path}: no such file"
+
+
+def test_a_scenario_that_is_a_directory(tmp_path, capsys):
+    assert refusal(capsys, ["run", str(tmp_path)]) == f"quotalab run: {tmp_path}: cannot read: Is a directory"
+
+
+# --- quotalab report: refused before Spark starts ---------------------------------------------------------------
+
+TINY = {
+    "name": "tiny",
+    "rounds": 3,
+    "backend": "local",
+    "groups": [{"name": "g", "quota": {"publish_msgs_per_s": 100}}],
+    "brokers": [{"name": "b1", "workload": [{"group": "g", "msgs_per_s": 80}]}, {"name": "b2"}],
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return run_scenario(parse_scenario(TINY), tmp_path_factory.mktemp("tiny") / "run", progress=False)
+
+
+@pytest.fixture
+def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if the report asks for a SparkSession."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the report started Spark")
+
+    monkeypatch.setattr("experiments.report.session.spark_session", refuse)
+
+
+def test_report_on_a_missing_directory(tmp_path, capsys, no_spark):
+    line = refusal(capsys, ["report", str(tmp_path / "nowhere")])
+    assert line == f"quotalab report: {tmp_path / 'nowhere'}: no such run directory"
+
+
+def test_report_on_a_directory_without_a_manifest(tmp_path, capsys, no_spark):
+    line = refusal(capsys, ["report", str(tmp_path)])
+    assert line.startswith(f"quotalab report: {tmp_path / 'manifest.json'}: missing")
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [lambda data: b"not parquet at all " * 10, lambda data: data[: len(data) // 2], lambda data: b""],
+    ids=["garbage", "truncated", "empty"],
+)
+def test_report_on_a_damaged_parquet_part(tmp_path, capsys, no_spark, tiny_run, damage):
+    run_dir = shutil.copytree(tiny_run, tmp_path / "run")
+    part = sorted((run_dir / "rounds").glob("*.parquet"))[0]
+    part.write_bytes(damage(part.read_bytes()))
+    line = refusal(capsys, ["report", str(run_dir)])
+    assert line.startswith(f"quotalab report: {part}: not a readable Parquet file ("), line
+
+
+# --- quotalab sweep ----------------------------------------------------------------------------------------------
+
+
+def sweep_text(**changes: str) -> str:
+    body = {"name": "bad-sweep", "base": "base.yaml", "seeds": "[1]", "grid": "{channel.loss: [0.0, 0.1]}", **changes}
+    return "".join(f"{key}: {value}\n" for key, value in body.items() if value)
+
+
+BAD_SWEEPS = {
+    "a list": ("- a\n", "", "a sweep must be a mapping of keys, got a list"),
+    "nested too deeply": ("name: " + "[" * 5000 + "]" * 5000 + "\n", "line 1, column", "nested too deeply"),
+    "base missing": (sweep_text(base="nowhere.yaml"), "base", "nowhere.yaml: no such file"),
+    "rounds over the cap": (sweep_text(grid="{rounds: [10, 100000000]}"), "grid.rounds[1]", "must be <= 10000000"),
+    "interval below a millisecond": (
+        sweep_text(fixed="{interval_s: 0.0004}"),
+        "fixed.interval_s",
+        "must be >= 0.001",
+    ),
+    "a key in the sweep": (
+        sweep_text(fixed="{reporting.hmac_key: hunter2}"),
+        "fixed.reporting.hmac_key",
+        "hmac_key_file",
+    ),
+    "brokers_per_actor over the cap": (
+        sweep_text(grid="{brokers_per_actor: [1, 1000000000000]}"),
+        "grid.brokers_per_actor[1]",
+        "must be <= 10000",
+    ),
+}
+
+
+@pytest.mark.parametrize(("text", "key", "problem"), BAD_SWEEPS.values(), ids=BAD_SWEEPS.keys())
+def test_bad_sweep_is_one_line(tmp_path, capsys, text, key, problem):
+    (tmp_path / "base.yaml").write_text(BASE)
+    path = tmp_path / "sweep.yaml"
+    path.write_text(text)
+    line = refusal(capsys, ["sweep", str(path), "--out", str(tmp_path / "out")])
+    assert line.startswith(f"quotalab sweep: {path}: {key}"), line
+    assert problem in line, line
+    assert not (tmp_path / "out").exists()

@@ -13,7 +13,8 @@ another broker's limit. Absent entries get 0; a quota < 0 (or +inf) is unlimited
 `policy(quota, usage, limit, demand, present, settings)`; `policy.settings(params)` binds and checks the
 parameters once (Doorman style), `check_params` does the same for a scenario file before anything runs.
 Each policy is a rule from `rules` (or `pulsar`) followed by the post-processing they all share
-(`view.finish`: the `min_share`, `smoothing` and `max_step` knobs, then the clamps).
+(`view.finish`: the `min_share`, `smoothing` and `max_step` knobs, then the clamps), run a chunk of groups at a
+time on broker-major arrays (`view` says why).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from allocator.policies.rules import (
     pip82_steal,
 )
 from allocator.policies.settings import Settings
-from allocator.policies.view import View, checked_quota, finish, make_view
+from allocator.policies.view import View, checked_inputs, checked_quota, finish, make_view, row_chunks
 
 __all__ = [
     "POLICIES",
@@ -79,8 +80,12 @@ class Policy:
         present: np.ndarray | None,
         settings: Settings,
     ) -> np.ndarray:
-        view = make_view(quota, usage, limit, demand, present)
-        return finish(self.rule(view, settings), view, settings)
+        inputs = checked_inputs(quota, usage, limit, demand, present)
+        new_limit = np.empty(inputs.usage.shape)
+        for rows in row_chunks(*new_limit.shape):
+            view = make_view(inputs, rows)
+            finish(self.rule(view, settings), view, settings, out=new_limit[rows].T)
+        return new_limit
 
 
 POLICIES: dict[str, Policy] = {

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from allocator.policies.settings import Settings
-from allocator.policies.view import View
+from allocator.policies.view import View, broker_sum
 
 
 def pulsar_local_quota(conf: int, my: int, all_usages: Sequence[int]) -> int:
@@ -38,9 +38,9 @@ def pulsar(view: View, settings: Settings) -> np.ndarray:
     rounded half up first (`my` own usage, `total` over the present brokers). An idle broker gets 1, which
     it needs usage to grow out of; silent brokers never expire here (that is the usage table's business).
     """
-    conf = np.floor(view.quota + 0.5)[:, None]
+    conf = np.floor(view.quota + 0.5)
     my = np.floor(view.usage + 0.5)
-    total = my.sum(axis=1, keepdims=True)
+    total = broker_sum(my)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = _java_float_quota(conf, my, total)
     return np.where(total > 0, share, conf)

@@ -1,18 +1,20 @@
-"""The PIP-82, Doorman and water-filling rules: one function each, `(view, settings) -> limit[G, B]`.
+"""The PIP-82, Doorman and water-filling rules: one function each, `(view, settings) -> limit[B, g]`.
 
-Every rule computes all brokers' columns at once from the same view; column b uses only the usages (and
-demands) of all brokers and broker b's own limit. A rule returns a new finite array, which `finish` then
-clamps in place. At 5,000 groups x 5 brokers the time goes to fresh temporaries and to branches on
-data-dependent masks, so the arithmetic works in place and selects by multiplying with masks.
+Every rule computes all brokers' rows of a chunk at once from the same view (broker-major, `[B, g]`); row b
+uses only the usages (and demands) of all brokers and broker b's own limit. A rule returns a new finite
+array, which `finish` then clamps. The time goes to numpy calls and temporaries, so the arithmetic works in
+place and selects by multiplying with masks rather than branching on them.
 """
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 
 from allocator.policies.settings import Settings
-from allocator.policies.view import View, row_sum
-from allocator.waterfill import max_min_fair
+from allocator.policies.view import View, broker_sum
+from allocator.waterfill import water_level
 
 
 def pip82_equal(view: View, settings: Settings) -> np.ndarray:
@@ -25,8 +27,8 @@ def pip82_equal(view: View, settings: Settings) -> np.ndarray:
     under_quota = view.residual >= 0
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):  # only used over quota: total > quota
         cut = np.where(under_quota, 1.0, view.quota / view.total_usage)
-    share = view.usage * cut[:, None]
-    share += np.where(under_quota, view.residual, 0.0)[:, None]
+    share = view.usage * cut
+    share += np.where(under_quota, view.residual, 0.0)
     return share
 
 
@@ -39,9 +41,9 @@ def pip82_proportional(view: View, settings: Settings) -> np.ndarray:
     is the remedy).
     """
     used = view.total_usage > 0
-    share = view.usage / np.where(used, view.total_usage, 1.0)[:, None]  # the usage fraction: no overflow
-    share *= view.quota[:, None]
-    share += np.where(used, 0.0, view.equal_share)[:, None]
+    share = view.usage / np.where(used, view.total_usage, 1.0)  # the usage fraction: no overflow
+    share *= view.quota
+    share += np.where(used, 0.0, view.equal_share)
     return share
 
 
@@ -70,13 +72,14 @@ def pip82_steal(view: View, settings: Settings) -> np.ndarray:
     """
     share = pip82_proportional(view, settings)
     gap = _partner_usage(view) - view.usage  # > 0: the partner uses more; < 0: this broker dominates
-    stealing = view.throttled(settings.throttle_tolerance) & (gap > 0)
+    stealing = view.throttled(settings.throttle_tolerance)
+    stealing &= gap > 0
     steal = settings.steal_fraction * gap
     steal += view.usage  # steal_fraction of the way to the partner's usage
     steal *= stealing
     np.maximum(share, steal, out=share)  # where not stealing, steal is 0 and the share (>= 0) stays
     excess = share - view.usage
-    excess -= view.residual[:, None]  # share - (quota - sum(others' usage))
+    excess -= view.residual  # share - (quota - sum(others' usage))
     np.maximum(excess, 0.0, out=excess)
     excess *= gap < 0  # only a dominant broker yields
     share -= excess
@@ -94,17 +97,17 @@ def doorman_proportional(view: View, settings: Settings) -> np.ndarray:
     snapshot, and the shares add up to at most the quota, so that clamp has nothing left to do.
     """
     wants = _wants(view, settings)
-    equal_share = view.equal_share[:, None]
+    equal_share = view.equal_share
     beyond = wants - equal_share
     unclaimed = np.minimum(beyond, 0.0)
     unclaimed *= view.present
-    extra_capacity = -row_sum(unclaimed)
+    extra_capacity = -broker_sum(unclaimed)
     need = np.maximum(beyond, 0.0, out=beyond)
-    extra_need = row_sum(need)
+    extra_need = broker_sum(need)
     overloaded = extra_need > extra_capacity  # the wants add up to more than the quota
     with np.errstate(divide="ignore", invalid="ignore"):
         top_up_ratio = np.where(overloaded, extra_capacity / extra_need, 1.0)
-    gets = np.multiply(need, top_up_ratio[:, None], out=need)
+    gets = np.multiply(need, top_up_ratio, out=need)
     gets += equal_share
     return np.minimum(gets, wants, out=gets)
 
@@ -117,11 +120,12 @@ def max_min_fair_share(view: View, settings: Settings) -> np.ndarray:
     Wants are as in `_wants`. Doorman's FairShare and the project's `fair-share` are this same computation;
     Doorman's server approximates the level with two redistribution rounds, we compute it exactly.
     """
-    return max_min_fair(view.quota, _wants(view, settings), view.present)
+    wants = _wants(view, settings)
+    return np.minimum(wants, water_level(view.quota, wants))
 
 
 def _wants(view: View, settings: Settings) -> np.ndarray:
-    """[G, B] what each broker wants: its reported demand; without demand, its usage, except that a broker
+    """[B, g] what each broker wants: its reported demand; without demand, its usage, except that a broker
     held at its own limit (throttled per `throttle_tolerance`) wants `limit * (1 + headroom)`, so it can
     grow while its true demand is hidden behind the limit."""
     if view.demand is not None:
@@ -134,18 +138,48 @@ def _wants(view: View, settings: Settings) -> np.ndarray:
 
 
 def _partner_usage(view: View) -> np.ndarray:
-    """[G, B] the usage of each present broker's partner: the k-th lowest is paired with the k-th highest.
+    """[B, g] the usage of each present broker's partner: the k-th lowest is paired with the k-th highest.
 
-    Brokers are ranked by usage (ties by column) with the absent ones last. An absent broker's partner
+    Brokers are ranked by usage (ties by row) with the absent ones last. An absent broker's partner
     is the lowest present usage; it plays no part (it is never throttled, and its usage 0 is not above it).
+    The ranks come from comparing every pair of rows at once (a sort runs per group, ~8 times slower here).
     """
-    n_groups, n_brokers = view.usage.shape
-    row_start = np.arange(0, n_groups * n_brokers, n_brokers)[:, None]
-    partner_usage = np.where(view.present, view.usage, np.inf)  # the sort key, then overwritten
-    ascending = np.argsort(partner_usage, axis=1, kind="stable")
-    ascending += row_start  # flat index of the k-th lowest
-    partner_position = view.n_present.astype(np.intp)[:, None] - 1 - np.arange(n_brokers)
-    np.maximum(partner_position, 0, out=partner_position)
-    partner_position += row_start
-    partner_usage.ravel()[ascending] = np.take(view.usage, np.take(ascending, partner_position))
-    return partner_usage
+    n_brokers, n_groups = view.usage.shape
+    rank = _stable_rank(np.where(view.present, view.usage, np.inf))
+    column = np.arange(n_groups)
+    at_rank = rank * n_groups
+    at_rank += column  # flat index of the place of rank r in group j
+    by_rank = np.empty_like(view.usage)
+    by_rank.ravel()[at_rank] = view.usage  # row k: the usage of rank k
+    partner_rank = view.n_present.astype(np.intp) - 1 - rank
+    np.maximum(partner_rank, 0, out=partner_rank)
+    partner_rank *= n_groups
+    partner_rank += column
+    return np.take(by_rank, partner_rank)
+
+
+def _stable_rank(key: np.ndarray) -> np.ndarray:
+    """[B, g] the rank of each row's key within its column, ties by row: the number of rows before it in
+    (key, row) order, `#{c < b: key_c <= key_b} + #{c > b: key_c < key_b}`."""
+    n_rows = len(key)
+    lower, upper = _pairs(n_rows)
+    lower_first = key[lower] <= key[upper]  # [pairs, g]
+    rank = _rank_from_pairs(n_rows) @ lower_first.astype(np.float64)  # +1 to upper, -1 to lower where true
+    rank += np.arange(n_rows - 1, -1, -1, dtype=np.float64)[:, None]  # every pair counts for its lower row
+    return rank.astype(np.intp)
+
+
+@cache
+def _pairs(n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows c < b of every pair, as two index arrays."""
+    return np.triu_indices(n_rows, 1)
+
+
+@cache
+def _rank_from_pairs(n_rows: int) -> np.ndarray:
+    """[B, pairs] +1 in the upper row's place and -1 in the lower row's place of each pair."""
+    lower, upper = _pairs(n_rows)
+    matrix = np.zeros((n_rows, len(lower)))
+    matrix[upper, np.arange(len(lower))] = 1.0
+    matrix[lower, np.arange(len(lower))] = -1.0
+    return matrix

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.workload import PROFILES, Profile, ProfileError, check_profile, rate_at
+from actors.workload import MAX_RATE, MAX_ROUNDS, PROFILES, Profile, ProfileError, check_profile, rate_at
 
 RNG = np.random.default_rng(0)  # only poisson draws; the others ignore it
 
@@ -101,6 +101,22 @@ def test_valid_profiles_pass_the_check(kind, params):
         ("trace", {"rounds": [0, 1], "rates": [1.0]}, "rates", "has 1 rows but rounds has 2"),
         ("trace", {"rounds": [0, 3, 3], "rates": [1, 2, 3]}, "rounds", "must increase strictly, got 3 then 3"),
         ("trace", {"rounds": [0, 1], "rates": [1, -2]}, "rates", "must be >= 0, got -2"),
+        # upper bounds: numpy's Poisson draw and sin(2 pi r / period) break far below what Python accepts
+        ("poisson", {"mean": 1e308}, "mean", "must be <= 1000000000000, got 1e+308"),
+        ("constant", {"rate": 10**12 + 1}, "rate", "must be <= 1000000000000, got 1000000000001"),
+        (
+            "sine",
+            {"mean": 1, "amplitude": 1, "period_rounds": 10**400},
+            "period_rounds",
+            f"must be <= 10000000, got {10**400}",
+        ),
+        (
+            "ramp",
+            {"from": 1, "to": 2, "over_rounds": 2, "start": 10**7 + 1},
+            "start",
+            "must be <= 10000000, got 10000001",
+        ),
+        ("trace", {"rounds": [0, 10**30], "rates": [1, 2]}, "rounds", f"must be <= 10000000, got {10**30}"),
     ],
 )
 def test_bad_params_are_named(kind, params, param, problem):
@@ -109,6 +125,15 @@ def test_bad_params_are_named(kind, params, param, problem):
     assert (caught.value.param, caught.value.problem) == (param, problem)
     assert str(caught.value) == f"{param}: {problem}"
     assert isinstance(caught.value, ValueError)
+
+
+def test_profiles_at_their_bounds_evaluate():
+    rng = np.random.default_rng(0)
+    assert rate_at(Profile("poisson", {"mean": MAX_RATE}), 0, rng) > 0
+    sine = Profile("sine", {"mean": MAX_RATE, "amplitude": MAX_RATE, "period_rounds": MAX_ROUNDS})
+    assert 0 <= rate_at(sine, MAX_ROUNDS // 4, rng) <= 2 * MAX_RATE
+    for profile in (sine, Profile("ramp", {"from": 0, "to": MAX_RATE, "over_rounds": MAX_ROUNDS, "start": MAX_ROUNDS})):
+        check_profile(profile.kind, profile.params)
 
 
 def test_unknown_kind():

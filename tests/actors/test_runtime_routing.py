@@ -15,7 +15,7 @@ SCENARIOS = Path(experiments.__file__).parent / "scenarios"
 
 
 def _run(tmp_path: Path, routing: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    overrides = {"backend": "local", "rounds": 25, "channel.routing": routing, "channel.loss": 0.0}
+    overrides = {"backend": "local", "channel.routing": routing, "channel.loss": 0.0}
     scenario = load_scenario(SCENARIOS / "many-groups.yaml", overrides)
     run_dir = run_scenario(scenario, tmp_path / routing, progress=False)
     tables = [ds.dataset(run_dir / name, format="parquet").to_table().to_pandas() for name in ("rounds", "messages")]

@@ -30,6 +30,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from allocator import policies
 from allocator.broker_node import MIN_LIMIT, BrokerNode, NodeSettings
 from allocator.waterfill import max_min_fair
 
@@ -49,7 +50,7 @@ def simulate(policy, phases, *, quota=QUOTA, loss=0.0, seed=0, **settings_kw) ->
     """Run `phases` = [(rounds, demand per broker), ...] in lockstep; one group, one dimension."""
     n_brokers = len(phases[0][1])
     node_settings = NodeSettings(
-        dimensions=("publish_msgs_per_s",), policy=policy, **({"threshold_pct": 0.0} | settings_kw)
+        dimensions=("publish_msgs_per_s",), policy=policies.bind(policy), **({"threshold_pct": 0.0} | settings_kw)
     )
     nodes = [BrokerNode(f"b{i}", np.array([1]), np.array([[quota]]), node_settings) for i in range(n_brokers)]
     rng = np.random.default_rng(seed)

@@ -185,15 +185,19 @@ class UsageTable:
         seq = np.array(batch.seq, dtype=np.int64)[of_report]
         slots = self._slots_of(rows, senders[of_report])
 
-        # the newest entry per slot: newer than the table, the highest sequence number, the first of equals
         flat = rows * self.slot_broker.shape[1] + slots  # index into the [G, K] arrays, all C-contiguous
         table_seq = self._seq.reshape(-1)
-        newest = table_seq.copy()
-        np.maximum.at(newest, flat, seq)
-        candidate = np.flatnonzero((seq == newest[flat]) & (seq > table_seq[flat]))
-        first = np.full(newest.shape, len(seq))
-        np.minimum.at(first, flat[candidate], candidate)
-        kept = candidate[first[flat[candidate]] == candidate]
+        kept = np.flatnonzero(seq > table_seq[flat])
+        senders_live = senders[live]
+        if len(np.unique(senders_live)) < len(senders_live):
+            # Two reports of one sender may hold the same slot: keep the entry with the highest sequence number,
+            # the first of equals. (Otherwise a slot appears once: a report holds each group once.)
+            newest = table_seq.copy()
+            np.maximum.at(newest, flat, seq)
+            candidate = np.flatnonzero((seq == newest[flat]) & (seq > table_seq[flat]))
+            first = np.full(newest.shape, len(seq))
+            np.minimum.at(first, flat[candidate], candidate)
+            kept = candidate[first[flat[candidate]] == candidate]
 
         flat, entries, usage = flat[kept], entries[kept], batch.usage[entries[kept]]
         n_dimensions = self.usage.shape[2]

@@ -618,6 +618,8 @@ def test_decode_batch_rejects_only_the_bad_reports_each_with_its_reason() -> Non
     assert batch.report(1).group_ids.tolist() == [3, 1, 2] and batch.report(1).demand is None
     assert batch.demand[4:7].tolist() == [[0.0, 0.0]] * 3  # no demand: zeros, and has_demand says so
     assert batch.has_demand.tolist() == [True, False, True]
+    with pytest.raises(ValueError, match="dimensions: unknown dimension 'cpu'"):
+        decode_batch([good], ("cpu",))
     empty, none_rejected = decode_batch([], TWO_DIMS)
     assert len(empty) == 0 and none_rejected == {} and empty.usage.shape == (0, 2)
 

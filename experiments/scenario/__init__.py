@@ -1,11 +1,11 @@
-"""Scenario files: YAML in, a validated `actors.config.Scenario` out, or one line saying what is wrong.
+"""Scenario files: YAML in, a validated `experiments.scenario.spec.Scenario` out, or one line saying what is wrong.
 
 Everything is checked before anything starts: unknown keys at every level, types, ranges, names that refer
 to groups or brokers, event rounds, policy names and parameters, rate profiles. A mistake raises
 `ScenarioError`, whose message is one line: `file: dotted.key[index]: problem`.
 
 - `reading`: the strict YAML loader, dotted overrides, `load_scenario` and `parse_scenario`.
-- `converter`: allowed keys are the fields of the dataclasses in `actors.config` (a section's defaults are
+- `converter`: allowed keys are the fields of the dataclasses in `spec` (a section's defaults are
   theirs); plain fields (int, float, bool, str) are converted and range-checked from their annotations with
   the rules in `converter._RULES`.
 - `sections`: the structured keys (policy, quotas, groups, brokers, workloads, profiles, traces, channel).
@@ -13,7 +13,7 @@ to groups or brokers, event rounds, policy names and parameters, rate profiles. 
 - `generation`: the `generated:` block, a synthetic cluster.
 
 Why hand-written checkers, not pydantic v2: pydantic was tried on `reporting`, `cleanup` and `channel` (with
-`burst` and `partitions`). Its models restate every field of the `actors.config` dataclasses, which the
+`burst` and `partitions`). Its models restate every field of the `spec` dataclasses, which the
 converter reads from there, and its errors must be translated back to ours (`must be in [0, 1]` needs both
 bounds where pydantic names the one broken; it lists unknown keys after the other errors, and non-string
 keys in its own words). That came to 111 lines of code (44 of models, 56 translating errors, 11 building the

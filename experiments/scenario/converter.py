@@ -1,4 +1,4 @@
-"""The field-driven converter: a section's allowed keys are the fields of its dataclass in `actors.config`.
+"""The field-driven converter: a section's allowed keys are the fields of its dataclass in `spec`.
 
 Plain fields (int, float, bool, str) are converted and range-checked from their annotations with the rules
 in `_RULES`; the structured fields (quotas, profiles, partitions, ...) have their own parser in `sections`.
@@ -24,7 +24,7 @@ from experiments.scenario.spec import (
     WorkloadSpec,
 )
 
-# Plain fields are converted from their annotation (a string: actors.config uses postponed annotations).
+# Plain fields are converted from their annotation (a string: spec uses postponed annotations).
 _PLAIN: dict[str, Callable[[Any, str, Any], Any]] = {
     "int": lambda value, key, rule: checks.number(value, key, rule or checks.ANY, integer=True),
     "float": lambda value, key, rule: float(checks.number(value, key, rule or checks.ANY)),

@@ -67,7 +67,7 @@ class Inbox:
 
     accepted: int = 0
     rejected: int = 0  # failed to decode or validate
-    discarded: int = 0  # valid, but too old, from an old incarnation, or a duplicate
+    discarded: int = 0  # valid, but too old, from an old incarnation, a duplicate, or this broker's own
 
 
 class BrokerNode:

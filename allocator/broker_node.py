@@ -152,7 +152,7 @@ class BrokerNode:
             usage=admitted_msgs[:, None] * cost / dt,
             throttled_s=np.clip(throttled_fraction, 0.0, 1.0) * dt,
         )
-        self.table.set_own(traffic.usage, traffic.demand, self.serving, now_s)
+        self.table.set_own(traffic.usage, traffic.demand, self.serving)
         return traffic
 
     def build_reports(self, traffic: Traffic, now_s: float) -> Outbox:

@@ -104,13 +104,13 @@ class UsageTable:
             for row, slot in zip(rows, slots, strict=True)
         }
 
-    def set_own(self, usage: np.ndarray, demand: np.ndarray, serving: np.ndarray, now_s: float) -> None:
-        """This broker's own entries: measured, never stale, present while it serves the group."""
+    def set_own(self, usage: np.ndarray, demand: np.ndarray, serving: np.ndarray) -> None:
+        """This broker's own entries: measured, never stale (so never refreshed), present while it serves the
+        group."""
         self.usage[:, OWN] = usage
         self.demand[:, OWN] = demand
         self.present[:, OWN] = serving
         self.demand_known[:, OWN] = serving
-        self._refreshed_s[:, OWN] = now_s
 
     def merge(self, report: UsageReport, now_s: float) -> Merge:
         """Apply one decoded report (`merge_many` of a batch of one)."""
@@ -202,8 +202,9 @@ class UsageTable:
         flat, entries, usage = flat[kept], entries[kept], batch.usage[entries[kept]]
         n_dimensions = self.usage.shape[2]
         self.usage.reshape(-1, n_dimensions)[flat] = usage
-        self.demand.reshape(-1, n_dimensions)[flat] = batch.demand[entries]
         self.demand_known.reshape(-1)[flat] = batch.has_demand[of_report[kept]]
+        if batch.has_demand.any():  # else nothing reads what `demand` holds: it is not known
+            self.demand.reshape(-1, n_dimensions)[flat] = batch.demand[entries]
         self.present.reshape(-1)[flat] = usage.any(axis=1)
         self._refreshed_s.reshape(-1)[flat] = now_s
         table_seq[flat] = seq[kept]

@@ -78,7 +78,7 @@ def test_demand_is_stored_and_marked_known_when_the_report_carries_it():
 def test_set_own_fills_column_zero_for_the_groups_served():
     table = make_table()
     usage = np.array([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0]])
-    table.set_own(usage, usage * 2, np.array([True, False, True]), now_s=5.0)
+    table.set_own(usage, usage * 2, np.array([True, False, True]))
     np.testing.assert_array_equal(table.present[:, OWN], [True, False, True])
     np.testing.assert_array_equal(table.usage[:, OWN], usage)
     np.testing.assert_array_equal(table.demand[:, OWN], usage * 2)
@@ -96,7 +96,7 @@ def test_a_row_of_zeros_removes_only_that_entry():
 
 def test_entries_of_others_expire_after_stale_after_s_but_the_own_column_never_does():
     table = make_table()
-    table.set_own(np.ones((3, 2)), np.ones((3, 2)), np.ones(3, dtype=bool), now_s=0.0)
+    table.set_own(np.ones((3, 2)), np.ones((3, 2)), np.ones(3, dtype=bool))
     table.merge(report("b", 1, [10, 20], [[1.0, 1.0], [2.0, 2.0]]), now_s=100.0)
     table.merge(report("c", 1, [10], [[3.0, 3.0]], sent_at_s=104.0), now_s=104.0)
     assert table.expire(110.0) == 0  # refreshed exactly stale_after_s ago: still fresh
@@ -167,7 +167,7 @@ def test_a_higher_incarnation_voids_what_the_old_one_said():
 
 def test_remove_broker_clears_its_column_and_nothing_else():
     table = make_table()
-    table.set_own(np.ones((3, 2)), np.ones((3, 2)), np.ones(3, dtype=bool), now_s=100.0)
+    table.set_own(np.ones((3, 2)), np.ones((3, 2)), np.ones(3, dtype=bool))
     table.merge(report("b", 1, [10, 20], [[1.0, 1.0], [2.0, 2.0]]), now_s=100.0)
     table.merge(report("c", 1, [10], [[3.0, 3.0]]), now_s=100.0)
     assert table.remove_broker("b") is True
@@ -227,7 +227,7 @@ def test_a_table_of_no_groups_ignores_every_report():
 @pytest.mark.parametrize("n_brokers", [4, 5, 8, 9, 16, 17, 40])
 def test_growing_the_columns_keeps_every_entry(n_brokers):
     table = make_table()
-    table.set_own(np.full((3, 2), 0.5), np.full((3, 2), 0.5), np.ones(3, dtype=bool), now_s=100.0)
+    table.set_own(np.full((3, 2), 0.5), np.full((3, 2), 0.5), np.ones(3, dtype=bool))
     for index in range(1, n_brokers):
         groups = [10, 20] if index % 2 else [30]
         table.merge(report(f"b{index}", 1, groups, [[index, 100.0 * index]] * len(groups)), now_s=100.0)

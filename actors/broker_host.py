@@ -40,10 +40,10 @@ class Published:
 
 @dataclass(frozen=True)
 class Allocated:
-    """A host's output of the allocate phase: telemetry columns (one row per broker, group and limited
+    """A host's output of the allocate phase: each broker's telemetry columns (one row per group and limited
     dimension; names as codes, see `LogicalBroker.rows`) and how many reports each broker rejected."""
 
-    rows: dict[str, np.ndarray]
+    rows: list[dict[str, np.ndarray]]
     rejected: dict[str, int]
 
 
@@ -195,12 +195,4 @@ class BrokerHost:
         for name in sorted(self.brokers):
             rows, rejected[name] = self.brokers[name].allocate_phase(inboxes.get(name, []), dead, round_index, t_s)
             columns.append(rows)
-        return Allocated(concat_columns(columns), rejected)
-
-
-def concat_columns(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Stack column dicts of the same schema; an empty list gives an empty dict."""
-    parts = [part for part in parts if part]
-    if not parts:
-        return {}
-    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+        return Allocated(columns, rejected)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from actors.backends import Backend
-from actors.broker_host import Published, concat_columns
+from actors.broker_host import Published
 from actors.channel import Counters
 from actors.cluster import Cluster
 from actors.plan import Plan
@@ -44,7 +44,9 @@ def run_lockstep(
                 for slot in cluster.live_slots()
             ]
         )
-        writer.add("rounds", concat_columns([result.rows for result in results]))
+        for result in results:
+            for rows in result.rows:
+                writer.add("rounds", rows)
         rejected = {broker: count for result in results for broker, count in result.rejected.items()}
         sent = {p.broker: len(p.payloads) for p in published}
         suppressed = {p.broker: p.reports_suppressed for p in published}

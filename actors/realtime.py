@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from actors.backends import Backend, Synchronized, blocking_call
-from actors.broker_host import BrokerHost, BrokerState, Published, concat_columns
+from actors.broker_host import BrokerHost, BrokerState, Published
 from actors.cluster import Cluster
 from actors.lockstep import apply_round_events, message_rows
 from actors.plan import HostPlan, Plan
@@ -41,7 +41,7 @@ class TickStats:
 class Drained:
     """What a realtime host gathered since the driver's last call."""
 
-    rows: dict[str, np.ndarray]
+    rows: list[dict[str, np.ndarray]]  # per tick
     ticks: list[TickStats]
     lags_s: list[float]
 
@@ -104,7 +104,7 @@ class RealtimeHost(BrokerHost):
         if self._error is not None:
             raise RuntimeError("a broker's timer failed") from self._error
         with self._lock:
-            drained = Drained(concat_columns(self._pending_rows), self._ticks, self._lags_s)
+            drained = Drained(self._pending_rows, self._ticks, self._lags_s)
             self._pending_rows, self._ticks, self._lags_s = [], [], []
         return drained
 
@@ -222,7 +222,8 @@ def _collect(cluster: Cluster, backend: Backend, writer: TelemetryWriter, round_
     suppressed: dict[str, int] = {}
     rejected: dict[str, int] = {}
     for host in drained:
-        writer.add("rounds", host.rows)
+        for rows in host.rows:
+            writer.add("rounds", rows)
         lags += host.lags_s
         for tick in host.ticks:
             sent[tick.broker] = sent.get(tick.broker, 0) + tick.reports_sent

@@ -1,8 +1,11 @@
 """Parquet telemetry written as a run goes: `rounds/`, `messages/`, `events/` parts and `manifest.json`.
 
 Rows are buffered and flushed as a new part file every `flush_every_rounds` rounds (or sooner, once
-`flush_rows` rows are buffered: a PIP-82-sized run writes 500,000 rows a round), so a crash loses at most the
-last batch; the manifest is rewritten atomically (write, then rename) at every flush.
+`flush_rows` rows are buffered: a PIP-82-sized run writes 500,000 rows a round). A flush is written by a
+background thread while the run goes on (Parquet encoding releases the GIL, so it takes the other core instead
+of the round's time); the next flush first waits for it, so a crash loses at most the last two batches. The
+manifest is rewritten atomically (write, then rename) after each batch's parts are on disk, so its
+`rounds_completed` never counts rows that are not.
 
 Name columns (`broker`, `group`, `dimension`) may come as integer codes into the writer's `names`: Arrow
 turns a batch of codes into strings at C speed, where building them as Python strings would cost more than
@@ -15,6 +18,7 @@ import json
 import os
 import platform
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -105,9 +109,11 @@ class TelemetryWriter:
         self.flush_rows = flush_rows
         self._names = {column: pa.array(list(values), pa.string()) for column, values in (names or {}).items()}
         self._buffered_rows = 0
-        self._buffers: dict[str, list[pa.Table]] = {name: [] for name in SCHEMAS}
+        self._buffers: dict[str, list[dict[str, Any]]] = {name: [] for name in SCHEMAS}
         self._parts = dict.fromkeys(SCHEMAS, 0)
         self._rounds_since_flush = 0
+        self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quotalab-telemetry")
+        self._writing: Future[None] | None = None
         self.manifest = {
             "run_id": run_id,
             **manifest,
@@ -119,16 +125,21 @@ class TelemetryWriter:
         }
         for name in SCHEMAS:
             (self.run_dir / name).mkdir(parents=True, exist_ok=True)
-        self._write_manifest()
+        self._write_manifest(self.manifest)
 
     def add(self, table: str, columns: dict[str, Any]) -> None:
-        """Buffer rows given as columns (arrays or lists) without `run_id`; it is added here."""
+        """Buffer rows given as columns (arrays or lists) without `run_id`; it is added when the batch is
+        written, in the background, with the names of coded columns."""
         n_rows = len(next(iter(columns.values()))) if columns else 0
         if n_rows == 0:
             return
-        arrays = {"run_id": pa.array([self.run_id] * n_rows, pa.string()), **columns}
-        self._buffers[table].append(pa.table({f.name: self._column(f, arrays[f.name]) for f in SCHEMAS[table]}))
+        self._buffers[table].append(columns)
         self._buffered_rows += n_rows
+
+    def _table(self, table: str, columns: dict[str, Any]) -> pa.Table:
+        n_rows = len(next(iter(columns.values())))
+        arrays = {"run_id": pa.repeat(pa.scalar(self.run_id, pa.string()), n_rows), **columns}
+        return pa.table({f.name: self._column(f, arrays[f.name]) for f in SCHEMAS[table]})
 
     def _column(self, field: pa.Field, values: Any) -> pa.Array:
         """One column in the schema's type; integer codes of a name column become the names."""
@@ -143,28 +154,43 @@ class TelemetryWriter:
             self.flush()
 
     def flush(self) -> None:
-        for name, tables in self._buffers.items():
-            if not tables:
-                continue
-            path = self.run_dir / name / f"part-{self._parts[name]:05d}.parquet"
-            pq.write_table(pa.concat_tables(tables), path)
-            self._parts[name] += 1
-            tables.clear()
+        """Hand the buffered rows to the background thread (after the previous batch is written)."""
+        parts = []
+        for name, batches in self._buffers.items():
+            if batches:
+                parts.append((name, self.run_dir / name / f"part-{self._parts[name]:05d}.parquet", batches))
+                self._parts[name] += 1
+                self._buffers[name] = []
         self._rounds_since_flush = 0
         self._buffered_rows = 0
-        self._write_manifest()
+        self._wait()
+        self._writing = self._background.submit(self._write_batch, parts, dict(self.manifest))
 
     def close(self, status: str) -> None:
-        """Flush what is buffered and record how the run ended: complete, interrupted or failed."""
+        """Flush what is buffered, wait until it is written, and record how the run ended: complete,
+        interrupted or failed."""
         self.manifest["status"] = status
         self.manifest["ended_at"] = _now_iso()
         self.flush()
+        self._wait()
+        self._background.shutdown()
         for name, schema in SCHEMAS.items():
             if self._parts[name] == 0:  # an empty table still gets a readable part with its schema
                 pq.write_table(schema.empty_table(), self.run_dir / name / "part-00000.parquet")
                 self._parts[name] = 1
 
-    def _write_manifest(self) -> None:
+    def _wait(self) -> None:
+        """Wait for the batch being written; a failure to write it is raised here, in the driver."""
+        if self._writing is not None:
+            writing, self._writing = self._writing, None
+            writing.result()
+
+    def _write_batch(self, parts: list[tuple[str, Path, list[dict[str, Any]]]], manifest: dict[str, Any]) -> None:
+        for name, path, batches in parts:
+            pq.write_table(pa.concat_tables([self._table(name, columns) for columns in batches]), path)
+        self._write_manifest(manifest)
+
+    def _write_manifest(self, manifest: dict[str, Any]) -> None:
         temporary = self.run_dir / "manifest.json.tmp"
-        temporary.write_text(json.dumps(self.manifest, indent=2, default=str))
+        temporary.write_text(json.dumps(manifest, indent=2, default=str))
         os.replace(temporary, self.run_dir / "manifest.json")

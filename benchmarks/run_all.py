@@ -1,15 +1,15 @@
 """Run every benchmark's `run()` and write `benchmarks/results/all.json`.
 
-Modules, in order: token_bucket, codec, allocator, runtime, report, sweep and quality (the last three need
-Spark; report is skipped when `benchmarks/bench_report.py` does not exist). A module without a `run()` is
-recorded as skipped; a benchmark that fails is recorded with its error, and the others still run. Only
+Modules, in order: token_bucket, codec, allocator, node_scale, runtime, scale, report, sweep and quality (the
+last three need Spark; report is skipped when `benchmarks/bench_report.py` does not exist). A module without
+a `run()` is recorded as skipped; a benchmark that fails is recorded with its error, and the others still run. Only
 `all.json` is written here: each module's own `results/<name>.json` is written when that module is run as a
 script.
 
 Run from the repository root:
 
-    python benchmarks/run_all.py                  # everything (the runtime's PIP-82 scale runs take minutes)
-    python benchmarks/run_all.py --quick          # fewer repetitions, no PIP-82 scale runs, one quality seed
+    python benchmarks/run_all.py                  # everything (the PIP-82 scale runs take several minutes)
+    python benchmarks/run_all.py --quick          # fewer repetitions, a fifth of PIP-82's size, one quality seed
     python benchmarks/run_all.py --only allocator runtime
     python benchmarks/run_all.py --skip report --no-ray
 """
@@ -35,13 +35,14 @@ for path in (ROOT, BENCHMARKS):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-NAMES = ("token_bucket", "codec", "allocator", "runtime", "report", "sweep", "quality")
+NAMES = ("token_bucket", "codec", "allocator", "node_scale", "runtime", "scale", "report", "sweep", "quality")
 
 QUICK: dict[str, dict[str, Any]] = {
     "token_bucket": {"calls": 20_000, "repeats": 2, "array_calls": 200},
     "codec": {"repeats": 2},
     "allocator": {"step_repeats": 100, "round_repeats": 15},
-    "runtime": {"with_scale": False},
+    "node_scale": {"repeats": 1},
+    "scale": {"quick": True},
     "quality": {"quick": True},
 }
 
@@ -73,9 +74,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--only", nargs="+", choices=NAMES, help="run only these")
     parser.add_argument("--skip", nargs="+", choices=NAMES, default=[], help="leave these out")
     parser.add_argument(
-        "--quick", action="store_true", help="fewer repetitions, no PIP-82 scale runs, one seed of the quality suite"
+        "--quick",
+        action="store_true",
+        help="fewer repetitions, 20 brokers x 20,000 groups for the scale runs, one seed of the quality suite",
     )
-    parser.add_argument("--no-ray", action="store_true", help="runtime benchmark on the local backend only")
+    parser.add_argument("--no-ray", action="store_true", help="runtime and scale benchmarks on the local backend only")
     args = parser.parse_args(argv)
 
     chosen = [name for name in (args.only or NAMES) if name not in args.skip]
@@ -88,6 +91,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         kwargs = dict(QUICK.get(name, {})) if args.quick else {}
         if name == "runtime" and args.no_ray:
             kwargs["backends"] = ("local",)
+        if name == "scale" and args.no_ray:
+            kwargs["no_ray"] = True
         print(f"{name}: running ...", flush=True)
         record = run_one(name, kwargs)
         results[name] = record

@@ -42,7 +42,9 @@ its goal is marked with a check mark.
 Writes `benchmarks/results/quality.json` and `benchmarks/results/quality.md` (one table per loss, then the
 long table per disturbance, loss and policy). Runs go to a temporary folder unless `--keep DIR` is given.
 
-Run from the repository root: `python benchmarks/bench_quality.py [--quick] [--keep DIR]`.
+Run from the repository root: `python benchmarks/bench_quality.py [--quick] [--keep DIR]`. While tuning,
+`--policies`, `--disturbances` and `--losses` (comma-separated names) run a subset: the tables are printed
+(and written to `DIR/quality.md` with `--keep DIR`), the saved results are left alone.
 """
 
 from __future__ import annotations
@@ -162,13 +164,26 @@ def scenario_data(case: Case) -> dict[str, Any]:
     }
 
 
-def suite(seeds: Iterable[int] = SEEDS) -> list[Case]:
-    """Every case: disturbance x loss x policy x seed."""
+@dataclass(frozen=True)
+class Subset:
+    """The names a run covers, each in the suite's order; the whole suite by default."""
+
+    disturbances: tuple[str, ...] = tuple(DISTURBANCES)
+    losses: tuple[str, ...] = tuple(LOSSES)
+    policies: tuple[str, ...] = tuple(POLICIES)
+
+    @property
+    def whole(self) -> bool:
+        return self == Subset()
+
+
+def suite(seeds: Iterable[int] = SEEDS, subset: Subset = Subset()) -> list[Case]:
+    """Every case of `subset`: disturbance x loss x policy x seed."""
     return [
         Case(disturbance, loss, policy, seed)
-        for disturbance in DISTURBANCES
-        for loss in LOSSES
-        for policy in POLICIES
+        for disturbance in subset.disturbances
+        for loss in subset.losses
+        for policy in subset.policies
         for seed in seeds
     ]
 
@@ -295,11 +310,14 @@ def disturbance_table(by_case: dict[tuple[str, str, str], dict[str, float | None
     return markdown_table(["disturbance", "loss", "policy", *(title for title, _ in COLUMNS.values())], rows)
 
 
-def run(quick: bool = False, keep: Path | None = None, workers: int | None = None) -> dict[str, Any]:
-    """Run the suite, measure it with the report's Spark jobs, write quality.md; the results (quality.json)."""
+def run(
+    quick: bool = False, keep: Path | None = None, workers: int | None = None, subset: Subset = Subset()
+) -> dict[str, Any]:
+    """Run the suite (or a subset), measure it with the report's Spark jobs, write the tables (quality.md for the
+    whole suite, `keep/quality.md` for a subset); the results (saved as quality.json for the whole suite)."""
     from experiments.report.session import spark_session
 
-    cases = suite(QUICK_SEEDS if quick else SEEDS)
+    cases = suite(QUICK_SEEDS if quick else SEEDS, subset)
     workers = workers or os.cpu_count() or 1
     load_before = loadavg_1m()
     with tempfile.TemporaryDirectory(prefix="quality-") as scratch:
@@ -319,35 +337,40 @@ def run(quick: bool = False, keep: Path | None = None, workers: int | None = Non
     by_loss = {
         loss: {
             policy: pooled([per_run[c.run_id] for c in complete if (c.loss, c.policy) == (loss, policy)])
-            for policy in POLICIES
+            for policy in subset.policies
         }
-        for loss in LOSSES
+        for loss in subset.losses
     }
     by_case = {
         (disturbance, loss, policy): pooled(
             [per_run[c.run_id] for c in complete if (c.disturbance, c.loss, c.policy) == (disturbance, loss, policy)]
         )
-        for disturbance in DISTURBANCES
-        for loss in LOSSES
-        for policy in POLICIES
+        for disturbance in subset.disturbances
+        for loss in subset.losses
+        for policy in subset.policies
     }
     markdown = "\n\n".join(
         [
-            f"Quality suite: {len(DISTURBANCES)} disturbances x {len(LOSSES)} losses x {len(POLICIES)} policies x "
+            f"Quality suite: {len(subset.disturbances)} disturbances x {len(subset.losses)} losses x "
+            f"{len(subset.policies)} policies x "
             f"seeds {', '.join(map(str, sorted({c.seed for c in cases})))}, {ROUNDS} rounds "
             f"({len(complete)} runs; {MET} = meets the goal; eq. = last quarter of the run).",
             *(loss_table(loss, by_policy) for loss, by_policy in by_loss.items()),
             "### Per disturbance\n\n" + disturbance_table(by_case),
         ]
     )
-    MARKDOWN.write_text(markdown + "\n")
+    if subset.whole:
+        MARKDOWN.write_text(markdown + "\n")
+    elif keep:
+        (Path(keep) / MARKDOWN.name).write_text(markdown + "\n")
     return {
+        "markdown": markdown,
         "quick": quick,
         "rounds": ROUNDS,
         "seeds": sorted({c.seed for c in cases}),
-        "disturbances": list(DISTURBANCES),
-        "losses": LOSSES,
-        "policies": list(POLICIES),
+        "disturbances": list(subset.disturbances),
+        "losses": {loss: LOSSES[loss] for loss in subset.losses},
+        "policies": list(subset.policies),
         "runs": {"planned": len(cases), "complete": len(complete), "failed": failed},
         "by_loss": by_loss,
         "by_disturbance": [
@@ -366,12 +389,33 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one seed instead of two (CI size)")
     parser.add_argument("--keep", type=Path, help="keep the run directories in this folder")
     parser.add_argument("--workers", type=int, help="runs at a time (default: one per CPU)")
+    for name, known in (("policies", POLICIES), ("disturbances", DISTURBANCES), ("losses", LOSSES)):
+        subset_help = f"a subset, comma-separated: {', '.join(known)}"
+        parser.add_argument(f"--{name}", type=_names(name, known), default=tuple(known), help=subset_help)
     args = parser.parse_args()
-    result = run(quick=args.quick, keep=args.keep, workers=args.workers)
-    tables = MARKDOWN.read_text().split("### Per disturbance")[0]
-    failed = result["runs"]["failed"]
-    save_results(RESULTS, result, tables, *(f"failed: {run_id}: {error}" for run_id, error in failed.items()))
+    subset = Subset(disturbances=args.disturbances, losses=args.losses, policies=args.policies)
+    result = run(quick=args.quick, keep=args.keep, workers=args.workers, subset=subset)
+    markdown = result.pop("markdown")
+    failures = [f"failed: {run_id}: {error}" for run_id, error in result["runs"]["failed"].items()]
+    if not subset.whole:  # a subset is for tuning: print everything, keep the saved results
+        print(markdown, *failures, sep="\n")
+        return
+    save_results(RESULTS, result, markdown.split("### Per disturbance")[0], *failures)
     print(f"saved {MARKDOWN.relative_to(ROOT)}")
+
+
+def _names(kind: str, known: Iterable[str]) -> Callable[[str], tuple[str, ...]]:
+    """An argparse type: comma-separated names of `known`, returned in the suite's order."""
+    known = tuple(known)
+
+    def parse(text: str) -> tuple[str, ...]:
+        names = {name.strip() for name in text.split(",") if name.strip()}
+        unknown = sorted(names - set(known))
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(f"unknown {kind} {unknown}; known: {', '.join(known)}")
+        return tuple(name for name in known if name in names)
+
+    return parse
 
 
 if __name__ == "__main__":

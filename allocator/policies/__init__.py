@@ -20,7 +20,7 @@ time on broker-major arrays (`view` says why).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -31,12 +31,14 @@ from allocator.policies.rules import (
     pip82_equal,
     pip82_proportional,
     pip82_steal,
+    safe_max_min_fair_share,
 )
 from allocator.policies.settings import Settings
 from allocator.policies.view import View, checked_inputs, checked_quota, finish, make_view, row_chunks
 
 __all__ = [
     "POLICIES",
+    "RECOMMENDED",
     "BoundPolicy",
     "Policy",
     "Settings",
@@ -51,6 +53,15 @@ Rule = Callable[[View, Settings], np.ndarray]
 
 _COMMON = frozenset({"min_share", "smoothing", "max_step"})
 _WANTS = _COMMON | {"throttle_tolerance", "headroom"}
+# The recommended policy's mechanisms, all on: what each buys is measured by switching it off (docs/policies.md).
+_SAFE_DEFAULTS: dict[str, object] = {
+    "start_from_residual": True,
+    "rescale_on_quota_change": True,
+    "stale_after_multiple": 3.0,
+    "report_throttled_demand": True,
+}
+_SAFE_PARAMS = frozenset(_SAFE_DEFAULTS)
+RECOMMENDED = "fair-share-safe"  # the default of new scenarios and of the demo
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,7 @@ class Policy:
     rule: Rule
     params: frozenset[str]
     starts_at_full_quota: bool = False  # Pulsar; the others start at an equal share
+    defaults: Mapping[str, object] = field(default_factory=dict)  # where this policy's defaults differ from Settings'
 
     def settings(self, params: Mapping[str, object]) -> Settings:
         """Bind the parameters once; ValueError names an unknown parameter or a bad value."""
@@ -69,7 +81,7 @@ class Policy:
             raise ValueError(
                 f"{self.name}: unknown parameter {unknown[0]!r}; it takes {', '.join(sorted(self.params))}"
             )
-        return Settings(**params)  # checks every value
+        return Settings(**{**self.defaults, **params})  # checks every value
 
     def __call__(
         self,
@@ -98,6 +110,7 @@ POLICIES: dict[str, Policy] = {
         Policy("doorman-proportional", doorman_proportional, _WANTS),
         Policy("doorman-fair", max_min_fair_share, _WANTS),
         Policy("fair-share", max_min_fair_share, _WANTS),
+        Policy(RECOMMENDED, safe_max_min_fair_share, _WANTS | _SAFE_PARAMS, defaults=_SAFE_DEFAULTS),
     )
 }
 
@@ -124,14 +137,22 @@ class BoundPolicy:
         """One allocation round: the new limits [G, B] (column b is broker b's)."""
         return self.policy(quota, usage, limit, demand, present, self.settings)
 
-    def initial_limit(self, quota: np.ndarray, view_brokers: np.ndarray) -> np.ndarray:
+    def initial_limit(
+        self, quota: np.ndarray, view_brokers: np.ndarray, others_usage: np.ndarray | None = None
+    ) -> np.ndarray:
         """[G] the limit a broker starts with when it begins serving a group.
 
-        Pulsar: the full quota; the others: an equal share `quota / max(1, view_brokers)`. Unlimited -> -1.
+        Pulsar: the full quota; the others: an equal share `quota / max(1, view_brokers)`. With
+        `start_from_residual` and `others_usage [G]` (the usage it has heard from the others), the residual it
+        heard, `quota - others_usage`, at most that equal share; 0 while it has heard no other broker
+        (`view_brokers <= 1`): it listens for a round, at the broker's floor. Unlimited -> -1.
         """
         quota, unlimited = checked_quota(quota)
         brokers = np.maximum(np.asarray(view_brokers, dtype=np.float64), 1.0)
         start = quota if self.policy.starts_at_full_quota else quota / brokers
+        if self.settings.start_from_residual and others_usage is not None:
+            residual_heard = np.maximum(quota - np.asarray(others_usage, dtype=np.float64), 0.0)
+            start = np.where(brokers > 1, np.minimum(start, residual_heard), 0.0)
         return np.where(unlimited, -1.0, start)
 
 
@@ -160,9 +181,11 @@ def check_params(name: str, params: Mapping[str, object]) -> None:
     bind(name, params)
 
 
-def initial_limit(name: str, quota: np.ndarray, view_brokers: np.ndarray) -> np.ndarray:
+def initial_limit(
+    name: str, quota: np.ndarray, view_brokers: np.ndarray, others_usage: np.ndarray | None = None
+) -> np.ndarray:
     """[G] the limit a broker starts with when it begins serving a group (`BoundPolicy.initial_limit`)."""
-    return bind(name).initial_limit(quota, view_brokers)
+    return bind(name).initial_limit(quota, view_brokers, others_usage)
 
 
 def _policy(name: str) -> Policy:

@@ -15,7 +15,10 @@ _RANGES: dict[str, tuple[Callable[[float], bool], str]] = {
     "steal_fraction": (lambda x: 0.0 <= x <= 1.0, "in [0, 1]"),
     "throttle_tolerance": (lambda x: 0.0 <= x < 1.0, "in [0, 1)"),
     "headroom": (lambda x: x >= 0.0, ">= 0"),
+    "stale_after_multiple": (lambda x: x >= 1.0, ">= 1"),
 }
+# The broker's mechanisms: switches (true or false), off by default, so the literal policies keep their behaviour.
+SWITCHES = frozenset({"start_from_residual", "rescale_on_quota_change", "report_throttled_demand"})
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,16 @@ class Settings:
     Policy knobs: `steal_fraction` (pip82-steal) how far a throttled broker moves towards its partner's usage;
     `throttle_tolerance` a broker counts as throttled when `usage >= limit * (1 - throttle_tolerance)`;
     `headroom` a throttled broker that reports no demand wants `limit * (1 + headroom)`.
+
+    The broker's mechanisms (`allocator.broker_node.BrokerNode` reads them from its bound policy; only
+    `fair-share-safe` takes them, so every other policy keeps today's behaviour):
+    `start_from_residual` a broker that starts serving a group starts at the residual it has heard,
+    `quota - sum(others' usage)`, at most its equal share, and at the floor while it has heard no peer;
+    `rescale_on_quota_change` a quota change scales this broker's limits by `new / old` at once;
+    `stale_after_multiple` another broker's entry expires after `stale_after_multiple * stale_after_s` of
+    silence (the dead are removed by the membership registry sooner);
+    `report_throttled_demand` a broker reports its demand estimated from its throttled time,
+    `usage / (1 - throttled_s / interval_s)`, and a change of it is reason enough to report.
     """
 
     min_share: float = 0.0
@@ -38,11 +51,19 @@ class Settings:
     steal_fraction: float = 0.5
     throttle_tolerance: float = 0.05
     headroom: float = 0.1
+    start_from_residual: bool = False
+    rescale_on_quota_change: bool = False
+    stale_after_multiple: float = 1.0
+    report_throttled_demand: bool = False
 
     def __post_init__(self) -> None:
         for field in fields(self):
             value = getattr(self, field.name)
             if field.name == "max_step" and value is None:
+                continue
+            if field.name in SWITCHES:
+                if not isinstance(value, bool):
+                    raise ValueError(f"{field.name}: must be true or false, got {value!r}")
                 continue
             if not isinstance(value, Real) or isinstance(value, bool):
                 raise ValueError(f"{field.name}: must be a number, got {value!r}")

@@ -16,7 +16,7 @@ from allocator.waterfill import max_min_fair
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")  # the arithmetic is quiet on any input
 
-CONSERVATIVE = ("pip82-proportional", "doorman-proportional", "doorman-fair", "fair-share")
+CONSERVATIVE = ("pip82-proportional", "doorman-proportional", "doorman-fair", "fair-share", "fair-share-safe")
 
 
 def assert_invariants(name: str, quota, new_limit, present=None, params=None) -> None:
@@ -147,6 +147,7 @@ def test_policies_are_callable_with_bound_settings() -> None:
         "doorman-proportional",
         "doorman-fair",
         "fair-share",
+        "fair-share-safe",
     }
 
 

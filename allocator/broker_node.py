@@ -41,6 +41,8 @@ class NodeSettings:
     hmac_key: bytes | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.policy, policies.BoundPolicy):
+            raise TypeError(f"policy must be allocator.policies.bind(name, params), not {type(self.policy).__name__}")
         check_key(self.hmac_key)  # TypeError now, rather than every report counted as bad later
 
 

@@ -358,9 +358,11 @@ def test_a_negative_or_nan_quota_is_refused_infinity_is_the_one_unlimited():
     assert a.allocate()[0, 0] == math.inf
 
 
-def test_settings_refuse_a_key_that_is_not_bytes():
+def test_settings_refuse_a_key_that_is_not_bytes_and_a_policy_that_is_not_bound():
     with pytest.raises(TypeError, match="key must be non-empty bytes or None, got str"):
         NodeSettings(MSGS, hmac_key="cluster-key")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"policy must be allocator.policies.bind\(name, params\), not str"):
+        NodeSettings(MSGS, policy="fair-share")  # type: ignore[arg-type]
 
 
 def test_the_report_header_carries_incarnation_sequence_and_publish_time():

@@ -14,12 +14,14 @@ the round itself at that scale.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -74,16 +76,12 @@ SCHEMAS = {"rounds": ROUNDS_SCHEMA, "messages": MESSAGES_SCHEMA, "events": EVENT
 
 
 def library_versions() -> dict[str, str]:
-    import msgpack
-
-    versions = {"python": platform.python_version(), "numpy": np.__version__, "pyarrow": pa.__version__}
-    versions["msgpack"] = ".".join(map(str, msgpack.version))
-    try:
-        import ray
-
-        versions["ray"] = ray.__version__
-    except ImportError:
-        pass
+    """The versions of Python and of the libraries a run's numbers depend on (read from the installed
+    packages' metadata: importing Ray just to ask would cost a local run most of a second)."""
+    versions = {"python": platform.python_version()}
+    for package in ("numpy", "pyarrow", "msgpack", "ray"):
+        with contextlib.suppress(PackageNotFoundError):
+            versions[package] = version(package)
     return versions
 
 

@@ -138,7 +138,10 @@ class _Cluster:
 
     def __init__(self, groups: int, brokers: int, policy: str, threshold_pct: float, seed: int = 82):
         settings = NodeSettings(
-            dimensions=("publish_msgs_per_s",), interval_s=1.0, policy=policy, threshold_pct=threshold_pct
+            dimensions=("publish_msgs_per_s",),
+            interval_s=1.0,
+            policy=policies.bind(policy),
+            threshold_pct=threshold_pct,
         )
         rng = np.random.default_rng(seed)
         group_ids = np.arange(groups, dtype=np.int64)

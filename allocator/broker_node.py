@@ -22,12 +22,19 @@ from allocator.usage_table import OWN, CleanupRules, Merge, UsageTable
 
 BYTES_DIMENSIONS = frozenset({"publish_bytes_per_s", "dispatch_bytes_per_s"})
 MIN_LIMIT = 1.0  # Pulsar's floor: a limiter rate of 0 would mean "unlimited", and 0 would starve the broker
+MIN_ADMITTED_FRACTION = 0.01  # a demand estimated from throttled time is at most 100 times the usage
 DEFAULT_POLICY = policies.bind("pip82-steal")
 
 
 @dataclass(frozen=True)
 class NodeSettings:
-    """How a broker reports, cleans up and allocates; the same for every broker of a cluster."""
+    """How a broker reports, cleans up and allocates; the same for every broker of a cluster.
+
+    The bound policy also carries the broker's own mechanisms (all off but for `fair-share-safe`, see
+    `allocator.policies.Settings`): where a newcomer starts (`start_from_residual`), what a quota change does
+    (`rescale_on_quota_change`), when a silent entry expires (`stale_after_multiple` x `stale_after_s`) and
+    whether the demand estimated from throttled time is reported (`report_throttled_demand`).
+    """
 
     dimensions: tuple[str, ...]
     interval_s: float = 1.0
@@ -102,17 +109,24 @@ class BrokerNode:
             raise ValueError(f"routes are for {self.routes.n_groups} groups, the node has {n_groups}")
         self.group_names = group_names
         self.known_brokers = set(known_brokers) if known_brokers is not None else None
-        rules = CleanupRules(stale_after_s=settings.stale_after_s, max_report_age_s=settings.max_report_age_s)
-        self.table = UsageTable(name, self.group_ids, len(settings.dimensions), rules)
-        self.suppressor = ReportSuppressor(
-            n_groups, len(settings.dimensions), settings.threshold_pct, settings.force_every
+        self.mechanisms = settings.policy.settings
+        rules = CleanupRules(
+            stale_after_s=settings.stale_after_s * self.mechanisms.stale_after_multiple,
+            max_report_age_s=settings.max_report_age_s,
         )
+        self.table = UsageTable(name, self.group_ids, len(settings.dimensions), rules)
+        self._reports_demand = settings.report_demand or self.mechanisms.report_throttled_demand
+        watched = len(settings.dimensions) * (2 if self.mechanisms.report_throttled_demand else 1)
+        self.suppressor = ReportSuppressor(n_groups, watched, settings.threshold_pct, settings.force_every)
         self.limit = np.zeros((n_groups, len(settings.dimensions)))
         self.serving = np.zeros(n_groups, dtype=bool)
         self._buckets = [
             TokenBucketArray(np.full(n_groups, np.inf), capacity=np.full(n_groups, np.inf)) for _ in settings.dimensions
         ]
         self._last_admit_s: float | None = None  # the first round covers one interval
+        self._round_s = settings.interval_s  # the time the last admitted traffic covered
+        self._rounds_served = np.zeros(n_groups, dtype=np.int64)  # allocations since the group started being served
+        self._newcomer_heard = np.zeros(n_groups, dtype=bool)  # a broker new to the view: answer it next round
         self._seq = 0
         self._named = np.zeros(len(self.group_ids), dtype=bool)  # groups whose name was sent already
         self._bytes_dimension = np.array([dim in BYTES_DIMENSIONS for dim in settings.dimensions])
@@ -134,7 +148,7 @@ class BrokerNode:
         initial limit.
         """
         dt = self.settings.interval_s if self._last_admit_s is None else max(now_s - self._last_admit_s, 1e-9)
-        self._last_admit_s = now_s
+        self._last_admit_s, self._round_s = now_s, dt
         demand_msgs_per_s = np.clip(np.asarray(demand_msgs_per_s, dtype=np.float64), 0.0, None)
         starting = (demand_msgs_per_s > 0) & ~self.serving
         self.serving = demand_msgs_per_s > 0
@@ -158,18 +172,32 @@ class BrokerNode:
         return traffic
 
     def build_reports(self, traffic: Traffic, now_s: float) -> Outbox:
-        """Encode this round's reports (one per topic), leaving out what the threshold suppresses."""
-        selection = self.suppressor.select(traffic.usage, self.serving)
-        outbox = self._encode(selection, traffic.usage, traffic.demand, now_s)
-        self.suppressor.commit(selection, traffic.usage)
+        """Encode this round's reports (one per topic), leaving out what the threshold suppresses.
+
+        With `report_throttled_demand` the demand reported is the one estimated from throttled time, and a
+        group whose usage or demand moved past the threshold is reported."""
+        demand = self.throttled_demand(traffic) if self.mechanisms.report_throttled_demand else traffic.demand
+        watched = self._watched(traffic.usage, demand)
+        selection = self.suppressor.select(watched, self.serving)
+        if self.mechanisms.answer_newcomers:
+            selection = self._answering(selection)
+        outbox = self._encode(selection, traffic.usage, demand, now_s)
+        self.suppressor.commit(selection, watched)
         return outbox
+
+    def throttled_demand(self, traffic: Traffic) -> np.ndarray:
+        """[G, D] the demand a broker can tell from its own limiter: `usage / (1 - throttled_s / round)`, the
+        usage of a round scaled up by the share of it its producers were not held (at most 1 /
+        MIN_ADMITTED_FRACTION times the usage)."""
+        admitted_fraction = 1.0 - traffic.throttled_s / self._round_s
+        return traffic.usage / np.maximum(admitted_fraction, MIN_ADMITTED_FRACTION)[:, None]
 
     def leave(self, now_s: float) -> Outbox:
         """A clean leave: zeros for every group others hold an entry of, along the same routes."""
         selection = self.suppressor.leave()
         zeros = np.zeros_like(self.limit)
         outbox = self._encode(selection, zeros, zeros, now_s)
-        self.suppressor.commit(selection, zeros)
+        self.suppressor.commit(selection, self._watched(zeros, zeros))
         return outbox
 
     # -- phase 2: receive, clean up, allocate ----------------------------------------------------
@@ -180,7 +208,9 @@ class BrokerNode:
         batch, rejected = decode_batch(
             payloads, self.settings.dimensions, key=self.settings.hmac_key, known_brokers=self.known_brokers
         )
+        view_before = self.table.view_brokers()
         accepted = self.table.merge_many(batch, now_s).count(Merge.ACCEPTED)
+        self._newcomer_heard |= self.table.view_brokers() > view_before
         return Inbox(accepted=accepted, rejected=len(rejected), discarded=len(batch) - accepted)
 
     def cleanup(self, now_s: float, dead: Iterable[tuple[str, int]] = ()) -> int:
@@ -192,7 +222,7 @@ class BrokerNode:
         """Compute this broker's new limits from its view and hand them to the buckets; returns [G, D]."""
         n_slots = self.table.n_slots
         present = self.table.present[:, :n_slots]
-        with_demand = self.settings.report_demand and self.table.demand_known[:, :n_slots][present].all()
+        with_demand = self._reports_demand and self.table.demand_known[:, :n_slots][present].all()
         for index in range(len(self.settings.dimensions)):
             limit_view = np.zeros(present.shape)
             limit_view[:, OWN] = self.limit[:, index]
@@ -203,7 +233,11 @@ class BrokerNode:
                 self.table.demand[:, :n_slots, index] if with_demand else None,
                 present,
             )[:, OWN]
+            if self.mechanisms.listen_rounds:  # a newcomer keeps its start limit while it listens
+                listening = self._rounds_served < self.mechanisms.listen_rounds
+                new_limit = np.where(listening, np.minimum(new_limit, self.limit[:, index]), new_limit)
             self.limit[:, index] = np.where(self.serving, self._floored(new_limit), self.limit[:, index])
+        self._rounds_served = np.where(self.serving, self._rounds_served + 1, 0)
         self._apply_limits()
         return self.limit
 
@@ -211,8 +245,14 @@ class BrokerNode:
         return self.table.remove_broker(broker, incarnation)
 
     def set_quota(self, quota: np.ndarray) -> None:
-        """A changed quota takes effect at the next allocation."""
-        self.quota = _checked_quota(quota, self.quota.shape)
+        """A changed quota takes effect at the next allocation; with `rescale_on_quota_change` this broker's
+        limits also scale by `new / old` at once (a limit under a quota that becomes limited starts at an
+        equal share of the brokers in view), so after a cut the limits add up to at most the new quota."""
+        new_quota = _checked_quota(quota, self.quota.shape)
+        if self.mechanisms.rescale_on_quota_change:
+            self.limit = np.where(self.serving[:, None], self._rescaled(self.quota, new_quota), self.limit)
+            self._apply_limits()
+        self.quota = new_quota
 
     def view_brokers(self) -> np.ndarray:
         return self.table.view_brokers()
@@ -220,11 +260,32 @@ class BrokerNode:
     # -- internals -------------------------------------------------------------------------------
 
     def _start_serving(self, starting: np.ndarray, now_s: float) -> None:
-        view = self.table.present[starting, 1:].sum(axis=1) + 1  # the others it knows, and itself
+        others = self.table.present[starting, 1:]
+        view = others.sum(axis=1) + 1  # the others it knows, and itself
         for index in range(len(self.settings.dimensions)):
-            initial = self.settings.policy.initial_limit(self.quota[starting, index], view)
+            others_usage = (self.table.usage[starting, 1:, index] * others).sum(axis=1)
+            initial = self.settings.policy.initial_limit(self.quota[starting, index], view, others_usage)
             self.limit[starting, index] = self._floored(initial)
         self._apply_limits()
+
+    def _rescaled(self, old_quota: np.ndarray, new_quota: np.ndarray) -> np.ndarray:
+        """[G, D] the limits scaled by `new / old` quota (kept where the old quota was 0; unlimited where the new
+        one is; an equal share of the brokers in view where the old one was unlimited)."""
+        scalable = np.isfinite(old_quota) & (old_quota > 0) & np.isfinite(new_quota)
+        ratio = np.divide(new_quota, old_quota, out=np.ones_like(new_quota), where=scalable)
+        equal_share = new_quota / np.maximum(self.view_brokers(), 1)[:, None]
+        rescaled = np.where(np.isfinite(old_quota), self.limit * ratio, equal_share)
+        return self._floored(np.where(np.isfinite(new_quota), rescaled, np.inf))
+
+    def _answering(self, selection: Selection) -> Selection:
+        """The selection with the served groups where a newcomer was heard added: it learns this broker at once."""
+        answer = self._newcomer_heard & self.serving & ~selection.report
+        self._newcomer_heard[:] = False
+        return Selection(selection.report | answer, selection.zeros, selection.suppressed - int(answer.sum()))
+
+    def _watched(self, usage: np.ndarray, demand: np.ndarray) -> np.ndarray:
+        """What the suppressor compares with the last report: the usage, and the demand when it is estimated."""
+        return np.hstack([usage, demand]) if self.mechanisms.report_throttled_demand else usage
 
     def _floored(self, limit: np.ndarray) -> np.ndarray:
         """The policies' unlimited marker (-1) becomes an infinite rate; anything else is at least MIN_LIMIT."""
@@ -261,7 +322,7 @@ class BrokerNode:
             dimensions=self.settings.dimensions,
             group_ids=self.group_ids,
             usage=usage,
-            demand=demand if self.settings.report_demand else None,
+            demand=demand if self._reports_demand else None,
             dictionary=self._dictionary(np.flatnonzero(reported)),
         )
         encoded = encode_split(report, pair_rows, bounds, key=self.settings.hmac_key, compress=self.settings.compress)

@@ -59,6 +59,8 @@ _SAFE_DEFAULTS: dict[str, object] = {
     "rescale_on_quota_change": True,
     "stale_after_multiple": 3.0,
     "report_throttled_demand": True,
+    "listen_rounds": 1,
+    "answer_newcomers": True,
 }
 _SAFE_PARAMS = frozenset(_SAFE_DEFAULTS)
 RECOMMENDED = "fair-share-safe"  # the default of new scenarios and of the demo

@@ -16,9 +16,10 @@ _RANGES: dict[str, tuple[Callable[[float], bool], str]] = {
     "throttle_tolerance": (lambda x: 0.0 <= x < 1.0, "in [0, 1)"),
     "headroom": (lambda x: x >= 0.0, ">= 0"),
     "stale_after_multiple": (lambda x: x >= 1.0, ">= 1"),
+    "listen_rounds": (lambda x: x >= 0 and float(x).is_integer(), "a whole number >= 0"),
 }
 # The broker's mechanisms: switches (true or false), off by default, so the literal policies keep their behaviour.
-SWITCHES = frozenset({"start_from_residual", "rescale_on_quota_change", "report_throttled_demand"})
+SWITCHES = frozenset({"start_from_residual", "rescale_on_quota_change", "report_throttled_demand", "answer_newcomers"})
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class Settings:
     rescale_on_quota_change: bool = False
     stale_after_multiple: float = 1.0
     report_throttled_demand: bool = False
+    listen_rounds: int = 0
+    answer_newcomers: bool = False
 
     def __post_init__(self) -> None:
         for field in fields(self):

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow.dataset as ds
+import yaml
 from tqdm import tqdm
 
 from actors.backends import make_backend
@@ -122,15 +123,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, help="override the scenario's seed")
     parser.add_argument("--rounds", type=int, help="override the number of rounds")
     parser.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        type=_override,
+        help="override any scenario key, dotted, the value read as YAML (repeatable): --set channel.routing=interest",
+    )
+    parser.add_argument(
         "--out", type=Path, help="the run directory itself (default: runs/<name>-<policy>-s<seed>-<time>)"
     )
     parser.add_argument("--address", help="Ray address of an existing cluster, e.g. 'auto' (ray backend)")
     parser.set_defaults(handler=_handle)
 
 
+def _override(text: str) -> tuple[str, object]:
+    """`KEY=VALUE` from the command line: the value is read as YAML (`0.3`, `true`, `[a, b]`, `interest`)."""
+    key, equals, value = text.partition("=")
+    if not equals or not key:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE, e.g. channel.loss=0.3")
+    try:
+        return key, yaml.safe_load(value)
+    except yaml.YAMLError:
+        raise argparse.ArgumentTypeError(f"{text!r}: the value is not valid YAML") from None
+
+
 def _handle(args: argparse.Namespace) -> int:
-    overrides = {key: getattr(args, key) for key in ("backend", "mode", "seed", "rounds")}
-    scenario = load_scenario(args.scenario, {k: v for k, v in overrides.items() if v is not None})
+    options = {key: getattr(args, key) for key in ("backend", "mode", "seed", "rounds")}
+    overrides = dict(args.set) | {key: value for key, value in options.items() if value is not None}
+    scenario = load_scenario(args.scenario, overrides)
     if args.address and scenario.backend != "ray":
         scenario = dataclasses.replace(scenario, backend="ray")
     run_dir = run_scenario(scenario, args.out or default_run_dir(scenario), address=args.address)

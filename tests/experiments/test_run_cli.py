@@ -124,6 +124,21 @@ def test_a_bad_scenario_is_one_line_naming_the_key(tmp_path, capsys, case):
     assert not out.exists()  # refused before anything started
 
 
+def test_set_overrides_any_key_and_is_checked_like_the_file(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["run", str(SCENARIOS / "pip82-equal-example.yaml"), "--backend", "local", "--rounds", "3"]
+    assert main([*args, "--set", "channel.routing=interest", "--set", "channel.loss=0.5", "--out", str(out)]) == 0
+    channel = json.loads((out / "manifest.json").read_text())["scenario"]["channel"]
+    assert (channel["routing"], channel["loss"]) == ("interest", 0.5)
+    capsys.readouterr()
+    assert main([*args, "--set", "channel.routing=mesh", "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "channel.routing: must be one of broadcast, interest" in err
+    with pytest.raises(SystemExit) as refused:  # argparse's own one-line usage error
+        main([*args, "--set", "channel.routing"])
+    assert refused.value.code == 2 and "expected KEY=VALUE" in capsys.readouterr().err
+
+
 def test_a_bad_override_and_a_missing_file_are_one_line_too(tmp_path, capsys):
     assert main(["run", str(write(tmp_path, GOOD)), "--rounds", "0", "--out", str(tmp_path / "a")]) == 2
     err = capsys.readouterr().err.strip()

@@ -22,7 +22,7 @@ from allocator.usage_table import OWN, CleanupRules, Merge, UsageTable
 
 BYTES_DIMENSIONS = frozenset({"publish_bytes_per_s", "dispatch_bytes_per_s"})
 MIN_LIMIT = 1.0  # Pulsar's floor: a limiter rate of 0 would mean "unlimited", and 0 would starve the broker
-MIN_ADMITTED_FRACTION = 0.01  # a demand estimated from throttled time is at most 100 times the usage
+MIN_ADMITTED_FRACTION = 1e-6  # a demand estimated from throttled time is at most a million times the usage
 DEFAULT_POLICY = policies.bind("pip82-steal")
 
 
@@ -45,6 +45,7 @@ class NodeSettings:
     stale_after_s: float = 10.0  # an entry of another broker not refreshed for this long expires
     max_report_age_s: float = 2.0  # a report published longer ago than this is dropped
     compress: bool = False
+    float32_rates: bool = False  # rates on the wire as float32: 4 bytes instead of 8, relative error under 6e-8
     hmac_key: bytes | None = None
 
     def __post_init__(self) -> None:
@@ -168,7 +169,9 @@ class BrokerNode:
             usage=admitted_msgs[:, None] * cost / dt,
             throttled_s=np.clip(throttled_fraction, 0.0, 1.0) * dt,
         )
-        self.table.set_own(traffic.usage, traffic.demand, self.serving)
+        # With the demand estimated from throttled time, this broker's own entry holds what its peers hear.
+        own_demand = self.throttled_demand(traffic) if self.mechanisms.report_throttled_demand else traffic.demand
+        self.table.set_own(traffic.usage, own_demand, self.serving)
         return traffic
 
     def build_reports(self, traffic: Traffic, now_s: float) -> Outbox:
@@ -325,7 +328,14 @@ class BrokerNode:
             demand=demand if self._reports_demand else None,
             dictionary=self._dictionary(np.flatnonzero(reported)),
         )
-        encoded = encode_split(report, pair_rows, bounds, key=self.settings.hmac_key, compress=self.settings.compress)
+        encoded = encode_split(
+            report,
+            pair_rows,
+            bounds,
+            key=self.settings.hmac_key,
+            compress=self.settings.compress,
+            float32=self.settings.float32_rates,
+        )
         entries = np.diff(bounds)
         bytes_per_entry = np.array([len(payload) for payload in encoded]) / entries
         report_bytes = np.bincount(pair_rows, weights=np.repeat(bytes_per_entry, entries), minlength=n_groups)

@@ -1,0 +1,240 @@
+"""fair-share-safe: its rule and each of the broker's mechanisms, a table of cases each, then the invariants
+(hypothesis): a limit within the quota, the limits' sum within the quota, within the new quota right after a
+cut, and a newcomer never above the residual it heard. The literal policies keep every mechanism off."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from numpy.testing import assert_allclose
+from test_broker_node import MSGS, T0, exchange, node, payloads
+
+from allocator import policies
+from allocator.broker_node import MIN_LIMIT, BrokerNode, NodeSettings
+from allocator.codec import decode_report
+from allocator.policies import POLICIES, RECOMMENDED, Settings, bind, initial_limit, step
+
+SAFE = RECOMMENDED
+MECHANISMS = (
+    "start_from_residual",
+    "rescale_on_quota_change",
+    "stale_after_multiple",
+    "report_throttled_demand",
+    "listen_rounds",
+    "answer_newcomers",
+)
+rate = st.floats(0.0, 1e6, allow_nan=False, allow_infinity=False)
+
+
+def test_it_is_the_recommended_policy_with_every_mechanism_on():
+    assert RECOMMENDED == "fair-share-safe"
+    on = bind(SAFE).settings
+    off = Settings()
+    assert all(getattr(on, name) != getattr(off, name) for name in MECHANISMS)
+
+
+@pytest.mark.parametrize("name", sorted(set(POLICIES) - {SAFE}))
+def test_the_literal_policies_keep_every_mechanism_off_and_refuse_them(name: str):
+    bound, off = bind(name).settings, Settings()
+    assert all(getattr(bound, mechanism) == getattr(off, mechanism) for mechanism in MECHANISMS)
+    with pytest.raises(ValueError, match="unknown parameter 'start_from_residual'"):
+        bind(name, {"start_from_residual": True})
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"start_from_residual": 1}, "start_from_residual: must be true or false, got 1"),
+        ({"stale_after_multiple": 0.5}, r"stale_after_multiple: must be >= 1, got 0.5"),
+        ({"listen_rounds": 1.5}, "listen_rounds: must be a whole number >= 0, got 1.5"),
+    ],
+)
+def test_bad_mechanism_values_are_named(params, message):
+    with pytest.raises(ValueError, match=message):
+        bind(SAFE, params)
+
+
+# -- the rule: max-min fair, never above the residual heard ----------------------------------------------
+
+# fmt: off
+RULE_CASES = [
+    # quota, usage, demand, expected: min(max-min share, usage + quota - total usage)
+    ("consistent views: the water-filling split", [100], [[20, 20, 20, 20, 20]], [[30] * 5], [[20] * 5]),
+    ("up to the room the others leave", [100], [[10, 30, 50]], [[10, 60, 60]], [[10, 40, 45]]),
+    ("an increase waits a round for the others to step down", [100], [[10, 45, 45]], [[60, 45, 45]],
+     [[10, 100 / 3, 100 / 3]]),
+    ("over quota every broker cuts by the excess", [80], [[30, 30, 30]], [[30, 30, 30]], [[20, 20, 20]]),
+    ("a cold start at the floor takes its share", [100], [[1, 1, 1, 1, 1]], [[30] * 5], [[20] * 5]),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(("label", "quota", "usage", "demand", "expected"), RULE_CASES, ids=[c[0] for c in RULE_CASES])
+def test_rule_cases(label, quota, usage, demand, expected):
+    new_limit = step(SAFE, quota, usage, usage, demand)
+    assert_allclose(new_limit, expected)
+    assert new_limit.sum() <= quota[0] + 1e-9
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_the_rule_never_exceeds_the_quota_nor_the_residual_heard(data):
+    n_groups, n_brokers = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 6))
+    shape = (n_groups, n_brokers)
+    quota = data.draw(hnp.arrays(np.float64, n_groups, elements=st.floats(0.0, 1e6)))
+    usage = data.draw(hnp.arrays(np.float64, shape, elements=rate))
+    limit = data.draw(hnp.arrays(np.float64, shape, elements=rate))
+    demand = data.draw(st.one_of(st.none(), hnp.arrays(np.float64, shape, elements=rate)))
+    present = data.draw(hnp.arrays(np.bool_, shape))
+    new_limit = step(SAFE, quota, usage, limit, demand, present)
+    tolerance = quota * 1e-12 + 1e-9
+    assert (new_limit <= quota[:, None] + tolerance[:, None]).all()
+    assert (new_limit.sum(axis=1) <= quota + tolerance).all()
+    others_usage = np.where(present, usage, 0).sum(axis=1, keepdims=True) - np.where(present, usage, 0)
+    assert (new_limit <= np.maximum(quota[:, None] - others_usage, 0) + tolerance[:, None]).all()
+
+
+# -- start from the residual heard -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("quota", "view", "others_usage", "expected"),
+    [
+        (100.0, 4, 90.0, 10.0),  # the residual, under the equal share 25
+        (100.0, 4, 30.0, 25.0),  # the equal share, under the residual 70
+        (100.0, 4, 120.0, 0.0),  # over quota: nothing left (the node floors it at MIN_LIMIT)
+        (100.0, 1, 0.0, 0.0),  # heard nobody: listens at the floor
+        (-1.0, 3, 10.0, -1.0),  # unlimited
+    ],
+)
+def test_a_newcomer_starts_at_the_residual_it_heard(quota, view, others_usage, expected):
+    assert initial_limit(SAFE, [quota], [view], [others_usage])[0] == expected
+    assert initial_limit("fair-share", [quota], [view], [others_usage])[0] == (-1.0 if quota < 0 else quota / view)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    quota=hnp.arrays(np.float64, 5, elements=st.floats(0.0, 1e6)),
+    view=hnp.arrays(np.int64, 5, elements=st.integers(0, 8)),
+    others_usage=hnp.arrays(np.float64, 5, elements=rate),
+)
+def test_a_newcomer_never_starts_above_the_residual_it_heard(quota, view, others_usage):
+    start = initial_limit(SAFE, quota, view, others_usage)
+    assert (start <= np.maximum(quota - others_usage, 0.0)).all()
+    assert (start <= quota / np.maximum(view, 1)).all()
+
+
+def test_a_node_joining_starts_at_the_residual_it_heard_and_listens_a_round():
+    brokers = {name: node(name, [100.0], policy=SAFE) for name in "abc"}
+    exchange(brokers, {"a": [30.0], "b": [30.0], "c": [30.0]}, T0)
+    exchange(brokers, {"a": [30.0], "b": [30.0], "c": [30.0]}, T0 + 1)
+    assert [brokers[n].limit[0, 0] for n in "abc"] == pytest.approx([30.0, 30.0, 30.0])
+    newcomer = node("d", [100.0], policy=SAFE)
+    for broker in brokers.values():  # d has heard the others' last reports
+        traffic = broker.admit(np.array([30.0]), np.array([100.0]), T0 + 2)
+        newcomer.receive(payloads(broker.build_reports(traffic, T0 + 2)), T0 + 2)
+    newcomer.admit(np.array([30.0]), np.array([100.0]), T0 + 2)
+    assert newcomer.limit[0, 0] == pytest.approx(10.0)  # 100 - 90 heard
+    assert newcomer.allocate()[0, 0] == pytest.approx(
+        10.0
+    )  # listening: no more than its start, whatever the split says
+    deaf = node("e", [100.0], policy=SAFE)
+    deaf.admit(np.array([30.0]), np.array([100.0]), T0)
+    assert deaf.limit[0, 0] == MIN_LIMIT  # heard nobody yet
+
+
+# -- rescale on a quota change ----------------------------------------------------------------------------
+
+
+def test_a_quota_cut_rescales_the_limits_at_once():
+    brokers = {name: node(name, [150.0], policy=SAFE) for name in "abcde"}
+    for round_index in range(3):
+        exchange(brokers, {name: [30.0] for name in brokers}, T0 + round_index)
+    assert sum(broker.limit[0, 0] for broker in brokers.values()) == pytest.approx(150.0)
+    for broker in brokers.values():
+        broker.set_quota(np.array([[80.0]]))
+    assert [broker.limit[0, 0] for broker in brokers.values()] == pytest.approx([16.0] * 5)
+    traffic = exchange(brokers, {name: [30.0] for name in brokers}, T0 + 3)
+    assert sum(t.usage[0, 0] for t in traffic.values()) == pytest.approx(80.0)
+    literal = node("p", [150.0], policy="fair-share")
+    literal.admit(np.array([30.0]), np.array([100.0]), T0)
+    literal.set_quota(np.array([[80.0]]))
+    assert literal.limit[0, 0] == 150.0  # today's behaviour: at the next allocation
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    demand=st.lists(st.floats(1.0, 500.0), min_size=1, max_size=5),
+    old_quota=st.floats(10.0, 1000.0),
+    new_quota=st.floats(10.0, 1000.0),
+)
+def test_after_a_quota_cut_the_limits_never_add_up_beyond_the_new_quota(demand, old_quota, new_quota):
+    names = [f"b{i}" for i in range(len(demand))]
+    brokers = {name: node(name, [old_quota], policy=SAFE) for name in names}
+    wanted = {name: [rate_] for name, rate_ in zip(names, demand, strict=True)}
+    for round_index in range(4):
+        exchange(brokers, wanted, T0 + round_index)
+    total = sum(broker.limit[0, 0] for broker in brokers.values())
+    assert total <= old_quota * (1 + 1e-9)
+    for broker in brokers.values():
+        broker.set_quota(np.array([[new_quota]]))
+    rescaled = sum(broker.limit[0, 0] for broker in brokers.values())
+    assert rescaled <= new_quota * (1 + 1e-9) + len(names) * MIN_LIMIT  # each limit floored at MIN_LIMIT
+    exchange(brokers, wanted, T0 + 4)
+    assert sum(broker.limit[0, 0] for broker in brokers.values()) <= new_quota * (1 + 1e-9) + len(names) * MIN_LIMIT
+
+
+# -- expiry of a silent entry, demand from throttled time, answering a newcomer --------------------------
+
+
+@pytest.mark.parametrize(("multiple", "silent_s", "kept"), [(1.0, 11.0, False), (3.0, 11.0, True), (3.0, 31.0, False)])
+def test_a_silent_entry_expires_after_a_multiple_of_stale_after(multiple, silent_s, kept):
+    policy = policies.bind(SAFE, {"stale_after_multiple": multiple})
+    a = BrokerNode("a", np.array([1]), np.array([[100.0]]), NodeSettings(MSGS, policy=policy, stale_after_s=10.0))
+    b = node("b", [100.0], policy=SAFE)
+    a.receive(payloads(b.build_reports(b.admit(np.array([30.0]), np.array([100.0]), T0), T0)), T0)
+    a.cleanup(T0 + silent_s)
+    assert ((1, "b") in a.table.entries()) == kept
+
+
+def test_a_throttled_broker_reports_the_demand_its_throttled_time_tells():
+    a = node("a", [10.0], policy=SAFE, threshold_pct=10.0)
+    a.admit(np.array([5.0]), np.array([100.0]), T0)  # starts at the floor: nobody heard
+    traffic = a.admit(np.array([40.0]), np.array([100.0]), T0 + 1)
+    assert traffic.usage[0, 0] == pytest.approx(MIN_LIMIT)
+    assert a.throttled_demand(traffic)[0, 0] == pytest.approx(40.0)
+    (report,) = [decode_report(p) for p in payloads(a.build_reports(traffic, T0 + 1))]
+    assert report.demand[0, 0] == pytest.approx(40.0)
+    # the usage does not move, the demand does: reason enough to report
+    traffic = a.admit(np.array([80.0]), np.array([100.0]), T0 + 2)
+    assert payloads(a.build_reports(traffic, T0 + 2))
+
+
+def test_a_broker_that_hears_a_newcomer_answers_in_its_next_report():
+    a = node("a", [100.0], policy=SAFE, threshold_pct=10.0)
+
+    def report(round_index: int):
+        return a.build_reports(a.admit(np.array([30.0]), np.array([100.0]), T0 + round_index), T0 + round_index)
+
+    assert [bool(report(round_index).payloads) for round_index in range(3)] == [True, False, False]  # settled
+    newcomer = node("n", [100.0], policy=SAFE)
+    a.receive(
+        payloads(newcomer.build_reports(newcomer.admit(np.array([30.0]), np.array([100.0]), T0 + 2), T0 + 2)), T0 + 2
+    )
+    assert report(3).reported[0]  # the answer
+    assert not report(4).payloads  # once
+
+
+# -- end to end: five brokers on a perfect channel -----------------------------------------------------------
+
+
+def test_a_cold_start_never_goes_over_the_quota_and_reaches_the_fair_split():
+    brokers = {f"b{i}": node(f"b{i}", [100.0], policy=SAFE) for i in range(5)}
+    wanted = {name: [rate_] for name, rate_ in zip(brokers, (5.0, 10.0, 20.0, 40.0, 80.0), strict=True)}
+    for round_index in range(4):
+        traffic = exchange(brokers, wanted, T0 + round_index)
+        assert sum(t.usage[0, 0] for t in traffic.values()) <= 100.0 + 1e-9
+    assert_allclose([t.usage[0, 0] for t in traffic.values()], [5.0, 10.0, 20.0, 32.5, 32.5])

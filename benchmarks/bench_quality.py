@@ -43,13 +43,16 @@ Writes `benchmarks/results/quality.json` and `benchmarks/results/quality.md` (on
 long table per disturbance, loss and policy). Runs go to a temporary folder unless `--keep DIR` is given.
 
 Run from the repository root: `python benchmarks/bench_quality.py [--quick] [--keep DIR]`. While tuning,
-`--policies`, `--disturbances` and `--losses` (comma-separated names) run a subset: the tables are printed
+`--policies`, `--disturbances` and `--losses` (comma-separated names) run a subset, `--params JSON` gives every
+policy of it the same parameters (an ablation: `--policies fair-share-safe --params '{"listen_rounds": 0}'`);
+the tables are printed
 (and written to `DIR/quality.md` with `--keep DIR`), the saved results are left alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 import time
@@ -144,6 +147,7 @@ class Case:
     loss: str
     policy: str
     seed: int
+    params: tuple[tuple[str, Any], ...] = ()  # policy parameters, for an ablation (`--params`)
 
     @property
     def run_id(self) -> str:
@@ -158,7 +162,7 @@ def scenario_data(case: Case) -> dict[str, Any]:
         "seed": case.seed,
         "rounds": ROUNDS,
         "backend": "local",
-        "policy": {"name": case.policy},
+        "policy": {"name": case.policy, "params": dict(case.params)},
         "channel": LOSSES[case.loss],
         **DISTURBANCES[case.disturbance](),
     }
@@ -171,6 +175,7 @@ class Subset:
     disturbances: tuple[str, ...] = tuple(DISTURBANCES)
     losses: tuple[str, ...] = tuple(LOSSES)
     policies: tuple[str, ...] = tuple(POLICIES)
+    params: tuple[tuple[str, Any], ...] = ()  # the same policy parameters for every policy of the subset
 
     @property
     def whole(self) -> bool:
@@ -180,7 +185,7 @@ class Subset:
 def suite(seeds: Iterable[int] = SEEDS, subset: Subset = Subset()) -> list[Case]:
     """Every case of `subset`: disturbance x loss x policy x seed."""
     return [
-        Case(disturbance, loss, policy, seed)
+        Case(disturbance, loss, policy, seed, subset.params)
         for disturbance in subset.disturbances
         for loss in subset.losses
         for policy in subset.policies
@@ -392,8 +397,9 @@ def main() -> None:
     for name, known in (("policies", POLICIES), ("disturbances", DISTURBANCES), ("losses", LOSSES)):
         subset_help = f"a subset, comma-separated: {', '.join(known)}"
         parser.add_argument(f"--{name}", type=_names(name, known), default=tuple(known), help=subset_help)
+    parser.add_argument("--params", default="{}", help="policy parameters as JSON, e.g. '{\"listen_rounds\": 0}'")
     args = parser.parse_args()
-    subset = Subset(disturbances=args.disturbances, losses=args.losses, policies=args.policies)
+    subset = Subset(args.disturbances, args.losses, args.policies, tuple(sorted(json.loads(args.params).items())))
     result = run(quick=args.quick, keep=args.keep, workers=args.workers, subset=subset)
     markdown = result.pop("markdown")
     failures = [f"failed: {run_id}: {error}" for run_id, error in result["runs"]["failed"].items()]

@@ -55,6 +55,7 @@ _COMMON = frozenset({"min_share", "smoothing", "max_step"})
 _WANTS = _COMMON | {"throttle_tolerance", "headroom"}
 # The recommended policy's mechanisms, all on: what each buys is measured by switching it off (docs/policies.md).
 _SAFE_DEFAULTS: dict[str, object] = {
+    "cap_at_residual": True,
     "start_from_residual": True,
     "rescale_on_quota_change": True,
     "stale_after_multiple": 3.0,

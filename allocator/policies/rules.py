@@ -191,15 +191,17 @@ def safe_max_min_fair_share(view: View, settings: Settings) -> np.ndarray:
     "Fair" is max-min, as in `max_min_fair_share`: a broker wanting less than the water level gets what it
     wants, the others the level. "Safe" is that a broker raises its limit only into room the others have left:
     its limit is also at most the residual it hears, `quota - sum(others' usage)` (PIP-82's equal variant,
-    `usage + residual`, at least 0). When every broker computes the same split from the same view the residual
-    never binds: a share above the own usage is room another broker's lower share has freed. When views
-    differ (a lost report, a newcomer, a demand that moved), the broker waits a round for the others to step
-    down before it steps up, so the limits add up to at most the quota plus the others' own increases.
+    `usage + residual`, at least 0; the `cap_at_residual` knob). The brokers above their new share step down
+    at once, the ones below step up a round later, into the room that has been freed: when views agree the
+    cap costs one round on an increase; when they differ (a lost report, a newcomer, a demand that moved), a
+    broker never counts on room another broker still uses.
     Over quota (`residual < 0`) every broker cuts by the whole excess: the group falls under the quota at once,
     and the next round gives the excess back. Wants are as in `_wants`: the reported demand (the broker's
     mechanism `report_throttled_demand` makes every broker report it), or the headroom rule without it.
     """
     share = max_min_fair_share(view, settings)
+    if not settings.cap_at_residual:
+        return share
     residual_heard = view.usage + view.residual  # quota - sum(others' usage), row by row
     np.maximum(residual_heard, 0.0, out=residual_heard)
     return np.minimum(share, residual_heard, out=share)

@@ -19,7 +19,9 @@ _RANGES: dict[str, tuple[Callable[[float], bool], str]] = {
     "listen_rounds": (lambda x: x >= 0 and float(x).is_integer(), "a whole number >= 0"),
 }
 # The broker's mechanisms: switches (true or false), off by default, so the literal policies keep their behaviour.
-SWITCHES = frozenset({"start_from_residual", "rescale_on_quota_change", "report_throttled_demand", "answer_newcomers"})
+SWITCHES = frozenset(
+    {"cap_at_residual", "start_from_residual", "rescale_on_quota_change", "report_throttled_demand", "answer_newcomers"}
+)
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,8 @@ class Settings:
 
     Policy knobs: `steal_fraction` (pip82-steal) how far a throttled broker moves towards its partner's usage;
     `throttle_tolerance` a broker counts as throttled when `usage >= limit * (1 - throttle_tolerance)`;
-    `headroom` a throttled broker that reports no demand wants `limit * (1 + headroom)`.
+    `headroom` a throttled broker that reports no demand wants `limit * (1 + headroom)`;
+    `cap_at_residual` (fair-share-safe) a limit is at most the residual heard, `quota - sum(others' usage)`.
 
     The broker's mechanisms (`allocator.broker_node.BrokerNode` reads them from its bound policy; only
     `fair-share-safe` takes them, so every other policy keeps today's behaviour):
@@ -52,6 +55,7 @@ class Settings:
     steal_fraction: float = 0.5
     throttle_tolerance: float = 0.05
     headroom: float = 0.1
+    cap_at_residual: bool = False
     start_from_residual: bool = False
     rescale_on_quota_change: bool = False
     stale_after_multiple: float = 1.0

@@ -19,6 +19,7 @@ from allocator.policies import POLICIES, RECOMMENDED, Settings, bind, initial_li
 
 SAFE = RECOMMENDED
 MECHANISMS = (
+    "cap_at_residual",
     "start_from_residual",
     "rescale_on_quota_change",
     "stale_after_multiple",

@@ -5,15 +5,17 @@ Wire layout, version 1. The outer envelope is a msgpack array::
     [version: int, flags: int, body: bin]                    unsigned
     [version: int, flags: int, body: bin, signature: bin]    signed (HMAC-SHA256, 32 bytes)
 
-`flags` bit 0 (`COMPRESSED`) says `body` is a zlib stream. The signature covers a domain tag, the version,
-the flags and the body bytes as sent, so it is checked before anything is decompressed. The body, once
-decompressed, is a msgpack array of ten items::
+`flags` bit 0 (`COMPRESSED`) says `body` is a zlib stream; bit 1 (`FLOAT32`) says its rates are float32
+rather than float64; any other bit is refused. The signature covers a domain tag, the version, the flags and
+the body bytes as sent, so it is checked before anything is decompressed. The body, once decompressed, is a
+msgpack array of ten items::
 
     [broker: str, incarnation: int, seq: int, sent_at_ms: int, interval_ms: int,
      dimensions: [str, ...],                    D of DIMENSIONS, in the sender's order
      group_ids: ids,                            n ids
-     usage: bin,                                n x D float64, little-endian, row-major
-     demand: bin | nil,                         n x D float64, as usage
+     usage: bin,                                n x D rates, little-endian, row-major: float64, or float32
+                                                with the FLOAT32 flag
+     demand: bin | nil,                         n x D rates, as usage
      dictionary: [ids, names: bin] | nil]       m ids and their names: UTF-8, separated by NUL
 
     ids = [width: 1 | 2 | 4 | 8, bin]           little-endian integers of `width` bytes (unsigned below 8)
@@ -21,7 +23,10 @@ decompressed, is a msgpack array of ten items::
 Columns travel as raw bytes rather than msgpack lists or maps, which Python builds one object at a time:
 5,000 ids as a list cost ~250 us to pack, as bytes ~3 us; a 5,000-name map costs ~2.5 ms to unpack and
 check, a NUL-joined blob a fraction of that. Ids take the fewest bytes that hold the largest (4 for a
-catalogue of 100,000 namespaces). Rates stay float64 so a round trip is exact.
+catalogue of 100,000 namespaces). Rates are float64 by default, so a round trip is exact; `float32=True`
+sends them in half the bytes (8 instead of 12 bytes an entry with one dimension and 4-byte ids) at a relative
+error under 6e-8, plenty for allocating, and refuses a rate above float32's largest (~3.4e38) rather than
+send inf. Decoded rates are float64 either way, and a batch may mix reports of both widths.
 
 Decoding trusts nothing: every failure, whatever the input, is a `ReportError` with a short reason, so a
 broker can count and drop a bad report without ever failing because of one. A key that is not non-empty bytes
@@ -57,14 +62,16 @@ names (~85 bytes a group) is under 1 MiB; the limit leaves room for a broker hos
 
 DIMENSIONS = ("publish_msgs_per_s", "publish_bytes_per_s", "dispatch_msgs_per_s", "dispatch_bytes_per_s")
 COMPRESSED = 0x1
+FLOAT32 = 0x2
 SIGNATURE_BYTES = hashlib.sha256().digest_size
 
-_KNOWN_FLAGS = COMPRESSED
+_KNOWN_FLAGS = COMPRESSED | FLOAT32
 _MAC_TAG = b"quotalab/usage-report"
 _ZLIB_LEVEL = 1  # level 6 is 3-7x slower here for ~25% fewer bytes on rates; random floats barely compress
 _INT64_MAX = 2**63 - 1
 _ID_DTYPES = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<i8")}
-_RATE_DTYPE = np.dtype("<f8")
+_RATE_DTYPES = {False: np.dtype("<f8"), True: np.dtype("<f4")}  # by the FLOAT32 flag
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 _BODY_ITEMS = 10
 _MSGPACK_ERRORS = (ValueError, TypeError, msgpack.UnpackException)
 
@@ -198,23 +205,33 @@ class ReportBatch:
         )
 
 
-def encode_report(report: UsageReport, *, key: bytes | None = None, compress: bool = False) -> bytes:
-    """Serialise `report`; raises `ReportError` if it would not pass `decode_report`'s checks.
+def encode_report(
+    report: UsageReport, *, key: bytes | None = None, compress: bool = False, float32: bool = False
+) -> bytes:
+    """Serialise `report`; raises `ReportError` if it would not pass `decode_report`'s checks, or if `float32`
+    and a rate is above float32's largest.
 
     Numpy integers are accepted wherever an int is expected (header fields, dictionary keys).
     """
     check_key(key)
-    header, group_ids, usage, demand = _checked_columns(report)
+    flags = _flags(compress=compress, float32=float32)
+    header, group_ids, usage, demand = _checked_columns(report, flags)
     dictionary = None if report.dictionary is None else _pack_dictionary(report.dictionary)
     packer = msgpack.Packer(use_bin_type=True)
     body = packer.pack(
         [*header, _pack_ids(group_ids), usage.tobytes(), None if demand is None else demand.tobytes(), dictionary]
     )
-    return _seal(packer, body, key=key, compress=compress)
+    return _seal(packer, body, key=key, flags=flags)
 
 
 def encode_split(
-    report: UsageReport, rows: np.ndarray, bounds: np.ndarray, *, key: bytes | None = None, compress: bool = False
+    report: UsageReport,
+    rows: np.ndarray,
+    bounds: np.ndarray,
+    *,
+    key: bytes | None = None,
+    compress: bool = False,
+    float32: bool = False,
 ) -> list[bytes]:
     """Serialise `report` as several reports with its header: part i holds its entries `rows[bounds[i]:bounds[i+1]]`.
 
@@ -223,7 +240,8 @@ def encode_split(
     Raises `ReportError` like `encode_report`.
     """
     check_key(key)
-    header, group_ids, usage, demand = _checked_columns(report)
+    flags = _flags(compress=compress, float32=float32)
+    header, group_ids, usage, demand = _checked_columns(report, flags)
     rows, bounds = np.asarray(rows), np.asarray(bounds)
     if rows.size and (rows.min() < 0 or rows.max() >= len(group_ids)):
         raise ReportError("a row is out of range")
@@ -234,7 +252,7 @@ def encode_split(
     width, id_bytes = _pack_ids(group_ids[rows])
     usage_bytes = usage[rows].tobytes()
     demand_bytes = None if demand is None else demand[rows].tobytes()
-    row_bytes = usage.shape[1] * _RATE_DTYPE.itemsize
+    row_bytes = usage.shape[1] * usage.itemsize
     packer = msgpack.Packer(use_bin_type=True)  # one for every part: `packb` builds a new one each call (2x slower)
     payloads = []
     for start, end in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
@@ -251,12 +269,17 @@ def encode_split(
                 dictionary,
             ]
         )
-        payloads.append(_seal(packer, body, key=key, compress=compress))
+        payloads.append(_seal(packer, body, key=key, flags=flags))
     return payloads
 
 
-def _checked_columns(report: UsageReport) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray | None]:
-    """The header items, ids and little-endian rates of `report`, checked as the decoder would."""
+def _flags(*, compress: bool, float32: bool) -> int:
+    return (COMPRESSED if compress else 0) | (FLOAT32 if float32 else 0)
+
+
+def _checked_columns(report: UsageReport, flags: int) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray | None]:
+    """The header items, ids and little-endian rates of `report` (in the width `flags` says), checked as the
+    decoder would; a rate too large for float32 is refused rather than sent as inf."""
     header = [
         report.broker,
         *(_as_int(getattr(report, name)) for name in ("incarnation", "seq", "sent_at_ms", "interval_ms")),
@@ -270,17 +293,19 @@ def _checked_columns(report: UsageReport) -> tuple[list[Any], np.ndarray, np.nda
     usage = _rates_array(report.usage, "usage")
     demand = None if report.demand is None else _rates_array(report.demand, "demand")
     _check_columns(group_ids, usage, demand, len(dimensions))
-    usage = usage.astype(_RATE_DTYPE, copy=False)
-    demand = None if demand is None else demand.astype(_RATE_DTYPE, copy=False)
+    rate_dtype = _RATE_DTYPES[bool(flags & FLOAT32)]
+    for name, rates in (("usage", usage), ("demand", demand)):
+        if flags & FLOAT32 and rates is not None and rates.size and rates.max() > _FLOAT32_MAX:
+            raise ReportError(f"{name} has a rate over float32's largest, {_FLOAT32_MAX:.7g}")
+    usage = usage.astype(rate_dtype, copy=False)
+    demand = None if demand is None else demand.astype(rate_dtype, copy=False)
     return [*header, dimensions], group_ids, usage, demand
 
 
-def _seal(packer: msgpack.Packer, body: bytes, *, key: bytes | None, compress: bool) -> bytes:
-    """The envelope around a packed body: compressed if asked, then signed with `key` if given."""
-    flags = 0
-    if compress:
+def _seal(packer: msgpack.Packer, body: bytes, *, key: bytes | None, flags: int) -> bytes:
+    """The envelope around a packed body: compressed if `flags` say so, then signed with `key` if given."""
+    if flags & COMPRESSED:
         body = zlib.compress(body, _ZLIB_LEVEL)
-        flags |= COMPRESSED
     envelope: list[Any] = [FORMAT_VERSION, flags, body]
     if key is not None:
         envelope.append(_signature(key, FORMAT_VERSION, flags, body))
@@ -353,8 +378,9 @@ class _Body(NamedTuple):
     sent_at_ms: int
     interval_ms: int
     dimensions: tuple[str, ...]
-    id_width: int
+    id_dtype: np.dtype
     ids: bytes
+    rate_dtype: np.dtype  # of usage and demand
     usage: bytes
     demand: bytes | None
     dictionary: dict[int, str] | None
@@ -385,23 +411,20 @@ def _parse(
             raise ReportError("bad signature")
     if flags & COMPRESSED:
         body = _decompress(body, max_bytes)
-    parsed = _parse_body(_unpack(body, "body"), expected_dimensions)
+    parsed = _parse_body(_unpack(body, "body"), expected_dimensions, _RATE_DTYPES[bool(flags & FLOAT32)])
     if known_brokers is not None and parsed.broker not in known_brokers:
         raise ReportError(f"unknown broker {parsed.broker!r}")
     return parsed
 
 
 def _columns(bodies: list[_Body], dimensions: tuple[str, ...]) -> tuple[ReportBatch, dict[int, ReportError]]:
-    """The reports as one batch of arrays (one `frombuffer` per column), with the values checked in one pass;
-    returns the batch of the valid ones and the error of each other one by its index in `bodies`."""
+    """The reports as one batch of arrays (one `frombuffer` per column and dtype), with the values checked in one
+    pass; returns the batch of the valid ones and the error of each other one by its index in `bodies`."""
     columns = list(zip(*bodies, strict=True)) or [()] * len(_Body._fields)  # one tuple per field of `_Body`
-    brokers, incarnation, seq, sent_at_ms, interval_ms, _, widths, ids, usage, demand, dictionaries, counts = columns
+    (brokers, incarnation, seq, sent_at_ms, interval_ms, _, id_dtypes, ids, rate_dtypes, usage, demand, dictionaries,
+     counts) = columns  # fmt: skip
     counts = np.array(counts, dtype=np.int64)
-    group_ids = np.empty(int(counts.sum()), dtype=np.int64)
-    for width in set(widths):  # usually one: the ids of a cluster take the same width in every report
-        of_width = [w == width for w in widths]
-        joined = b"".join(column for column, chosen in zip(ids, of_width, strict=True) if chosen)
-        group_ids[np.repeat(of_width, counts)] = np.frombuffer(joined, dtype=_ID_DTYPES[width])
+    n_entries, D = int(counts.sum()), len(dimensions)
     zeros = [bytes(len(rates)) if wanted is None else wanted for rates, wanted in zip(usage, demand, strict=True)]
     batch = ReportBatch(
         dimensions=dimensions,
@@ -413,9 +436,9 @@ def _columns(bodies: list[_Body], dimensions: tuple[str, ...]) -> tuple[ReportBa
         dictionaries=list(dictionaries),
         has_demand=np.array([wanted is not None for wanted in demand], dtype=bool),
         offsets=np.cumsum([0, *counts.tolist()], dtype=np.int64),
-        group_ids=group_ids,
-        usage=np.frombuffer(b"".join(usage), dtype=_RATE_DTYPE).reshape(-1, len(dimensions)),
-        demand=np.frombuffer(b"".join(zeros), dtype=_RATE_DTYPE).reshape(-1, len(dimensions)),
+        group_ids=_joined(ids, id_dtypes, counts, np.empty(n_entries, dtype=np.int64)),
+        usage=_joined(usage, rate_dtypes, counts, np.empty((n_entries, D))),
+        demand=_joined(zeros, rate_dtypes, counts, np.empty((n_entries, D))),
     )
     rejected = {}
     for index in _suspects(batch):  # a report alone, for the reason (ids in another order may still be unique)
@@ -427,6 +450,17 @@ def _columns(bodies: list[_Body], dimensions: tuple[str, ...]) -> tuple[ReportBa
     if rejected:
         batch = batch.select(~np.isin(np.arange(len(bodies)), list(rejected)))
     return batch, rejected
+
+
+def _joined(columns: Sequence[bytes], dtypes: Sequence[np.dtype], counts: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """`out` (one row per entry) filled with the column of every report, each read as its own dtype: one
+    `frombuffer` per dtype, usually one (the reports of a cluster are sent alike, and then no mask is needed)."""
+    for dtype in set(dtypes):
+        chosen = [d == dtype for d in dtypes]
+        joined = b"".join(column for column, kept in zip(columns, chosen, strict=True) if kept)
+        rows = slice(None) if all(chosen) else np.repeat(chosen, counts)
+        out[rows] = np.frombuffer(joined, dtype=dtype).reshape(-1, *out.shape[1:])
+    return out
 
 
 def _suspects(batch: ReportBatch) -> list[int]:
@@ -509,7 +543,7 @@ def _decompress(body: bytes, max_bytes: int) -> bytes:
     return plain
 
 
-def _parse_body(fields: Any, expected_dimensions: list[str] | None) -> _Body:
+def _parse_body(fields: Any, expected_dimensions: list[str] | None, rate_dtype: np.dtype) -> _Body:
     if not isinstance(fields, list):
         raise ReportError(f"body is {_type_name(fields)}, not an array")
     if len(fields) != _BODY_ITEMS:
@@ -522,9 +556,9 @@ def _parse_body(fields: Any, expected_dimensions: list[str] | None) -> _Body:
         _check_dimensions(dimensions)
     id_width, id_bytes = _id_bytes(ids, "group ids")
     n_entries = len(id_bytes) // id_width
-    _check_rate_bytes(usage, n_entries, len(dimensions), "usage")
+    _check_rate_bytes(usage, n_entries, len(dimensions), rate_dtype, "usage")
     if demand is not None:
-        _check_rate_bytes(demand, n_entries, len(dimensions), "demand")
+        _check_rate_bytes(demand, n_entries, len(dimensions), rate_dtype, "demand")
     return _Body(
         broker,
         incarnation,
@@ -532,8 +566,9 @@ def _parse_body(fields: Any, expected_dimensions: list[str] | None) -> _Body:
         sent_at_ms,
         interval_ms,
         tuple(dimensions),
-        id_width,
+        _ID_DTYPES[id_width],
         id_bytes,
+        rate_dtype,
         usage,
         demand,
         None if dictionary is None else _unpack_dictionary(dictionary),
@@ -644,13 +679,13 @@ def _rates_array(rates: Any, name: str) -> np.ndarray:
         raise ReportError(f"{name} is not numeric") from error
 
 
-def _check_rate_bytes(data: Any, n_entries: int, n_dimensions: int, name: str) -> None:
-    """Bytes of whole rows of `n_dimensions` float64, one row per entry."""
+def _check_rate_bytes(data: Any, n_entries: int, n_dimensions: int, rate_dtype: np.dtype, name: str) -> None:
+    """Bytes of whole rows of `n_dimensions` rates of `rate_dtype`, one row per entry."""
     if not isinstance(data, bytes):
         raise ReportError(f"{name} is {_type_name(data)}, not bytes")
-    row_bytes = n_dimensions * _RATE_DTYPE.itemsize
+    row_bytes = n_dimensions * rate_dtype.itemsize
     if len(data) % row_bytes:
-        raise ReportError(f"{name} is {len(data)} bytes, not whole rows of {n_dimensions} float64")
+        raise ReportError(f"{name} is {len(data)} bytes, not whole rows of {n_dimensions} {rate_dtype.name}")
     if len(data) // row_bytes != n_entries:
         raise ReportError(f"lengths differ: {n_entries} group ids, {len(data) // row_bytes} {name} rows")
 

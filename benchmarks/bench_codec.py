@@ -7,8 +7,9 @@ measure: admitted message counts (Poisson around a log-normal per-group rate) di
 fractions whose float64 mantissas barely compress. Uncompressed size does not depend on the values.
 
 Sizes: bytes per group entry (whole report / groups, the fixed header included) for 1, 2 and 4 dimensions,
-with and without demand and the dictionary, uncompressed and zlib-compressed. Speed: encode and decode of
-one 5,000-group report, best of `repeats` runs, as reports/s and group entries/s, for a few configurations.
+with and without demand and the dictionary, uncompressed, zlib-compressed, and uncompressed with float32 rates.
+Speed: encode and decode of one 5,000-group report, best of `repeats` runs, as reports/s and group entries/s, for a
+few configurations.
 
 Run from the repository root: `python benchmarks/bench_codec.py` (prints tables, writes
 `benchmarks/results/codec.json`).
@@ -61,7 +62,7 @@ def make_report(
 
 
 def sizes(groups: int = GROUPS) -> list[dict]:
-    """Bytes per group entry over dimensions x demand x dictionary, plain and compressed."""
+    """Bytes per group entry over dimensions x demand x dictionary, plain, compressed and with float32 rates."""
     rows = []
     for n_dimensions in (1, 2, 4):
         for demand in (False, True):
@@ -71,6 +72,7 @@ def sizes(groups: int = GROUPS) -> list[dict]:
                     report = make_report(groups, n_dimensions, interval_s, demand=demand, dictionary=dictionary)
                     if interval_s == 1:
                         row["plain_bytes_per_group"] = len(encode_report(report)) / groups
+                        row["float32_bytes_per_group"] = len(encode_report(report, float32=True)) / groups
                     row[f"zlib_{interval_s}s_bytes_per_group"] = len(encode_report(report, compress=True)) / groups
                 rows.append(row)
     return rows
@@ -96,6 +98,7 @@ SPEED_CASES: dict[str, dict] = {
     "4 dims": {"n_dimensions": 4},
     "4 dims + demand": {"n_dimensions": 4, "demand": True},
     "4 dims + demand, signed": {"n_dimensions": 4, "demand": True, "key": KEY},
+    "4 dims + demand, float32": {"n_dimensions": 4, "demand": True, "float32": True},
     "4 dims + demand, zlib (1 s rates)": {"n_dimensions": 4, "demand": True, "compress": True},
     "4 dims + demand, zlib (60 s rates)": {"n_dimensions": 4, "demand": True, "compress": True, "interval_s": 60},
     "4 dims + demand + dictionary, signed": {"n_dimensions": 4, "demand": True, "dictionary": True, "key": KEY},
@@ -106,7 +109,7 @@ def speeds(groups: int = GROUPS, repeats: int = 5) -> list[dict]:
     """Encode and decode time of one report of `groups` groups for each of `SPEED_CASES`."""
     rows = []
     for name, case in SPEED_CASES.items():
-        key, compress = case.get("key"), case.get("compress", False)
+        key, compress, float32 = case.get("key"), case.get("compress", False), case.get("float32", False)
         report = make_report(
             groups,
             case["n_dimensions"],
@@ -114,10 +117,12 @@ def speeds(groups: int = GROUPS, repeats: int = 5) -> list[dict]:
             demand=case.get("demand", False),
             dictionary=case.get("dictionary", False),
         )
-        data = encode_report(report, key=key, compress=compress)
-        if decode_report(data, key=key) != report:
+        data = encode_report(report, key=key, compress=compress, float32=float32)
+        if decode_report(data, key=key) != report:  # 1 s rates are whole numbers, which float32 holds exactly
             raise RuntimeError(f"{name}: the report did not survive the round trip")
-        encode_s = _best_seconds(lambda r=report, k=key, c=compress: encode_report(r, key=k, compress=c), repeats)
+        encode_s = _best_seconds(
+            lambda r=report, k=key, c=compress, f=float32: encode_report(r, key=k, compress=c, float32=f), repeats
+        )
         decode_s = _best_seconds(lambda d=data, k=key: decode_report(d, key=k), repeats)
         rows.append(
             {
@@ -159,13 +164,13 @@ def run(groups: int = GROUPS, repeats: int = 5) -> dict:
 def _table(result: dict) -> str:
     lines = [
         f"bytes per group entry, {result['groups']:,} groups (ids from {result['catalogue']:,})",
-        f"{'dims':>4} {'demand':>6} {'dictionary':>10} {'plain':>8} {'zlib 1 s':>9} {'zlib 60 s':>10}",
+        f"{'dims':>4} {'demand':>6} {'dictionary':>10} {'plain':>8} {'zlib 1 s':>9} {'zlib 60 s':>10} {'float32':>8}",
     ]
     for row in result["sizes"]:
         lines.append(
             f"{row['dimensions']:>4} {'yes' if row['demand'] else 'no':>6} {'yes' if row['dictionary'] else 'no':>10}"
             f" {row['plain_bytes_per_group']:>8.1f} {row['zlib_1s_bytes_per_group']:>9.1f}"
-            f" {row['zlib_60s_bytes_per_group']:>10.1f}"
+            f" {row['zlib_60s_bytes_per_group']:>10.1f} {row['float32_bytes_per_group']:>8.1f}"
         )
     lines.append("")
     lines.append(

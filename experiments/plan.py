@@ -55,6 +55,7 @@ def build_plan(scenario: Scenario) -> Plan:
         stale_after_s=cleanup.stale_after_rounds * interval_s,
         max_report_age_s=cleanup.max_report_age_rounds * interval_s,
         compress=reporting.compress,
+        float32_rates=reporting.float32_rates,
         hmac_key=reporting.hmac_key,
     )
     interest = scenario.channel.routing == "interest"

@@ -1,4 +1,5 @@
-"""The usage-report codec: exact round trips, each rejection reason, fuzzing that only ReportError escapes."""
+"""The usage-report codec: exact round trips (float32 ones within float32's precision), each rejection reason,
+fuzzing that only ReportError escapes."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import hashlib
 import hmac
 import re
 import zlib
+from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import msgpack
@@ -18,6 +21,7 @@ from hypothesis.extra import numpy as hnp
 from allocator.codec import (
     COMPRESSED,
     DIMENSIONS,
+    FLOAT32,
     FORMAT_VERSION,
     MAX_REPORT_BYTES,
     ReportBatch,
@@ -32,6 +36,7 @@ from allocator.codec import (
 KEY = b"cluster-key"
 OTHER_KEY = b"another-key"
 TWO_DIMS = ("publish_msgs_per_s", "publish_bytes_per_s")
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def make_report(
@@ -94,8 +99,17 @@ def body_fields(**changes: Any) -> list[Any]:
     return list(fields.values())
 
 
-def rates(*rows: list[float]) -> bytes:
-    return np.array(rows, dtype="<f8").tobytes()
+def rates(*rows: list[float], dtype: str = "<f8") -> bytes:
+    return np.array(rows, dtype=dtype).tobytes()
+
+
+def as_float32(report: UsageReport) -> UsageReport:
+    """`report` with its rates rounded to float32, as a float32 round trip gives it back."""
+
+    def rounded(rates: Any) -> np.ndarray | None:
+        return None if rates is None else np.asarray(rates, dtype=np.float32).astype(np.float64)
+
+    return replace(report, usage=rounded(report.usage), demand=rounded(report.demand))
 
 
 def mac(key: bytes, flags: int, body: bytes) -> bytes:
@@ -122,8 +136,12 @@ def mac(key: bytes, flags: int, body: bytes) -> bytes:
     ],
     ids=["plain", "empty", "empty-with-dictionary", "demand", "dictionary", "everything"],
 )
-def test_round_trip(report: UsageReport, key: bytes | None, compress: bool) -> None:
-    decoded = decode_report(encode_report(report, key=key, compress=compress), key=key)
+@pytest.mark.parametrize("float32", [False, True])
+def test_round_trip(report: UsageReport, key: bytes | None, compress: bool, float32: bool) -> None:
+    """The rates of `make_report` are multiples of 0.25 that float32 holds exactly."""
+    data = encode_report(report, key=key, compress=compress, float32=float32)
+    assert msgpack.unpackb(data)[1] == (COMPRESSED if compress else 0) | (FLOAT32 if float32 else 0)
+    decoded = decode_report(data, key=key)
     assert decoded == report
     assert decoded.group_ids.dtype == np.int64
     assert decoded.usage.dtype == np.float64
@@ -146,6 +164,31 @@ def test_compression_sets_the_flag_and_shrinks_a_repetitive_report() -> None:
     assert msgpack.unpackb(plain)[1] == 0
     assert msgpack.unpackb(packed)[1] == COMPRESSED
     assert len(packed) < len(plain) / 2
+
+
+def test_float32_rates_take_4_bytes_instead_of_8() -> None:
+    """8 bytes an entry instead of 12 with one dimension and 4-byte ids; 20 instead of 36 with four (what an
+    entry adds to a report whose body and columns take 3-byte bin16 headers either way)."""
+    for dimensions, float64_bytes, float32_bytes in ((("publish_msgs_per_s",), 12, 8), (DIMENSIONS, 36, 20)):
+        one, two = (replace(make_report(n, dimensions), group_ids=np.arange(n) + 100_000) for n in (1000, 1500))
+        for float32, entry_bytes in ((False, float64_bytes), (True, float32_bytes)):
+            assert (
+                len(encode_report(two, float32=float32)) - len(encode_report(one, float32=float32)) == 500 * entry_bytes
+            )
+
+
+def test_float32_refuses_a_rate_it_would_turn_into_inf() -> None:
+    largest = make_report(1, ("publish_msgs_per_s",))
+    largest = replace(largest, usage=np.array([[FLOAT32_MAX]]), demand=np.array([[FLOAT32_MAX]]))
+    assert decode_report(encode_report(largest, float32=True)) == largest
+    over = np.array([[FLOAT32_MAX * 1.000001]])
+    for name in ("usage", "demand"):
+        report = replace(largest, **{name: over})
+        with pytest.raises(ValueError, match=f"{name} has a rate over float32's largest, 3.402823e\\+38"):
+            encode_report(report, float32=True)
+        with pytest.raises(ValueError, match="over float32's largest"):
+            encode_split(report, np.array([0]), np.array([0, 1]), float32=True)
+        assert decode_report(encode_report(report)) == report  # float64 holds it
 
 
 def test_encoder_accepts_numpy_integers_and_lists() -> None:
@@ -264,7 +307,8 @@ REJECTED: list[tuple[str, Any, dict[str, Any], str]] = [
     ("version as bool", envelope(body_fields(), version=True), {}, "version is bool, not int"),
     ("envelope too short", msgpack.packb([1, 0]), {}, "envelope has 2 items, not 3 or 4"),
     ("envelope too long", msgpack.packb([1, 0, b"", b"", b""]), {}, "envelope has 5 items, not 3 or 4"),
-    ("unknown flags", envelope(body_fields(), flags=6), {}, "unknown flags 0x6"),
+    ("unknown flags", envelope(body_fields(), flags=4), {}, "unknown flags 0x4"),
+    ("unknown and known flags", envelope(body_fields(), flags=COMPRESSED | FLOAT32 | 8), {}, "unknown flags 0xb"),
     ("negative flags", envelope(body_fields(), flags=-1), {}, "flags is negative"),
     ("body as text", msgpack.packb([1, 0, "body"]), {}, "body is str, not bytes"),
     ("body not msgpack", envelope(b"\xc1"), {}, "body is not valid msgpack"),
@@ -314,6 +358,17 @@ REJECTED: list[tuple[str, Any, dict[str, Any], str]] = [
     ("fewer demand rows", envelope(body_fields(demand=rates([1, 2]))), {},
      "lengths differ: 3 group ids, 1 demand rows"),
     ("demand ragged", envelope(body_fields(demand=b"\0" * 8)), {}, "demand is 8 bytes, not whole rows"),
+    ("float32 usage ragged", envelope(body_fields(usage=b"\0" * 9), flags=FLOAT32), {},
+     "usage is 9 bytes, not whole rows of 2 float32"),
+    ("float64 usage, float32 flag", envelope(body_fields(), flags=FLOAT32), {},
+     "lengths differ: 3 group ids, 6 usage rows"),
+    ("float32 usage, no flag", envelope(body_fields(usage=rates([1, 2], [3, 4], [5, 6], dtype="<f4"))), {},
+     "usage is 24 bytes, not whole rows of 2 float64"),
+    ("float32 usage inf", envelope(body_fields(usage=rates([1, 2], [np.inf, 4], [5, 6], dtype="<f4")),
+                                   flags=FLOAT32), {}, "usage has inf"),
+    ("float32 demand NaN", envelope(body_fields(usage=rates([1, 2], [3, 4], [5, 6], dtype="<f4"),
+                                                demand=rates([1, 2], [3, np.nan], [5, 6], dtype="<f4")),
+                                    flags=FLOAT32), {}, "demand has NaN"),
     ("usage NaN", envelope(body_fields(usage=rates([1, 2], [np.nan, 4], [5, 6]))), {}, "usage has NaN"),
     ("usage inf", envelope(body_fields(usage=rates([1, 2], [np.inf, 4], [5, 6]))), {}, "usage has inf"),
     ("usage negative", envelope(body_fields(usage=rates([1, 2], [-1e-9, 4], [5, 6]))), {},
@@ -352,6 +407,9 @@ REJECTED: list[tuple[str, Any, dict[str, Any], str]] = [
     ("signature text", envelope(body_fields(), signature="sig"), {}, "signature is str, not bytes"),
     ("flags flipped under signature",
      envelope(ZLIB_OF_BODY, signature=mac(KEY, COMPRESSED, ZLIB_OF_BODY)), {"key": KEY}, "bad signature"),
+    ("float32 flag set under signature", envelope(ZLIB_OF_BODY, flags=COMPRESSED | FLOAT32,
+                                                  signature=mac(KEY, COMPRESSED, ZLIB_OF_BODY)), {"key": KEY},
+     "bad signature"),
     ("unknown broker", encode_report(make_report()), {"known_brokers": {"broker-2"}},
      "unknown broker 'broker-1'"),
 ]  # fmt: skip
@@ -370,6 +428,8 @@ def test_hand_built_envelope_is_accepted() -> None:
     body = msgpack.packb(body_fields(demand=rates([1, 2], [3, 4], [5, 6]), dictionary=dictionary_field([1], ["a"])))
     assert decode_report(envelope(body, signature=mac(KEY, 0, body)), key=KEY).dictionary == {1: "a"}
     assert decode_report(envelope(ZLIB_OF_BODY, flags=COMPRESSED), max_bytes=len(ZLIB_OF_BODY) * 4).seq == 5
+    float32_body = body_fields(usage=rates([1, 2], [3, 4], [5, 0.1], dtype="<f4"))
+    assert decode_report(envelope(float32_body, flags=FLOAT32)).usage.tolist() == [[1, 2], [3, 4], [5, np.float32(0.1)]]
 
 
 ENCODER_REJECTS = [
@@ -410,7 +470,9 @@ def test_encoder_refuses_what_the_decoder_would(changes: dict[str, Any], reason:
 
 # ------------------------------------------------------------------------------------------------ properties
 
-rate_values = st.floats(min_value=0.0, max_value=1e300, allow_nan=False, allow_infinity=False)
+
+def rate_values(max_rate: float) -> st.SearchStrategy[float]:
+    return st.floats(min_value=0.0, max_value=max_rate, allow_nan=False, allow_infinity=False)
 
 
 dimension_tuples = st.builds(
@@ -419,14 +481,14 @@ dimension_tuples = st.builds(
 
 
 @st.composite
-def usage_reports(draw: st.DrawFn, dimensions: tuple[str, ...] | None = None) -> UsageReport:
+def usage_reports(draw: st.DrawFn, dimensions: tuple[str, ...] | None = None, max_rate: float = 1e300) -> UsageReport:
     n = draw(st.integers(0, 200))
     dimensions = draw(dimension_tuples) if dimensions is None else dimensions
     largest = draw(st.sampled_from([2**8 - 1, 2**16 - 1, 2**32 - 1, 2**63 - 1]))
     group_ids = draw(hnp.arrays(np.int64, n, elements=st.integers(0, largest), unique=True))
     shape = (n, len(dimensions))
-    usage = draw(hnp.arrays(np.float64, shape, elements=rate_values))
-    demand = draw(st.none() | hnp.arrays(np.float64, shape, elements=rate_values))
+    usage = draw(hnp.arrays(np.float64, shape, elements=rate_values(max_rate)))
+    demand = draw(st.none() | hnp.arrays(np.float64, shape, elements=rate_values(max_rate)))
     dictionary = draw(
         st.none()
         | st.dictionaries(
@@ -458,6 +520,23 @@ def test_any_valid_report_round_trips_exactly(report: UsageReport) -> None:
             assert decoded == report
             # bit for bit, which array_equal alone would not check for -0.0
             assert decoded.usage.tobytes() == np.asarray(report.usage, dtype=np.float64).tobytes()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(usage_reports(max_rate=FLOAT32_MAX))
+def test_any_valid_report_round_trips_within_float32_precision(report: UsageReport) -> None:
+    """Each rate comes back as the nearest float32 (relative error at most 2**-24, or half the smallest float32
+    below its normal range), as float64; everything else exactly."""
+    for compress in (False, True):
+        for key in (None, KEY):
+            decoded = decode_report(encode_report(report, key=key, compress=compress, float32=True), key=key)
+            assert decoded == as_float32(report)
+            assert decoded.usage.dtype == np.float64
+            for got, sent in ((decoded.usage, report.usage), (decoded.demand, report.demand)):
+                if sent is not None:
+                    np.testing.assert_allclose(
+                        got, sent, rtol=2**-24, atol=float(np.finfo(np.float32).smallest_subnormal) / 2
+                    )
 
 
 def decode_or_report_error(data: Any, **kwargs: Any) -> UsageReport | None:
@@ -502,18 +581,19 @@ def mutate(data: bytes, steps: list[tuple[str, int, int]]) -> bytes:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    usage_reports(),
+    usage_reports(max_rate=FLOAT32_MAX),
+    st.booleans(),
     st.booleans(),
     st.sampled_from([None, KEY]),
     st.lists(mutations, min_size=1, max_size=4),
 )
 def test_mutated_reports_raise_only_report_error(
-    report: UsageReport, compress: bool, key: bytes | None, steps: list[tuple[str, int, int]]
+    report: UsageReport, compress: bool, float32: bool, key: bytes | None, steps: list[tuple[str, int, int]]
 ) -> None:
-    data = mutate(encode_report(report, key=key, compress=compress), steps)
+    data = mutate(encode_report(report, key=key, compress=compress, float32=float32), steps)
     decoded = decode_or_report_error(data, key=key)
-    if key is not None and decoded is not None:
-        assert decoded == report  # a signed report either fails or is the one that was signed
+    if key is not None and decoded is not None:  # a signed report either fails or is the one that was signed
+        assert decoded == (as_float32(report) if float32 else report)
 
 
 msgpack_ints = st.integers(-(2**63), 2**64 - 1)  # what msgpack can carry
@@ -525,13 +605,15 @@ msgpack_objects = st.recursive(
 
 
 @settings(max_examples=300, deadline=None)
-@given(msgpack_objects, st.sampled_from([0, COMPRESSED]))
+@given(msgpack_objects, st.sampled_from([0, COMPRESSED, FLOAT32, COMPRESSED | FLOAT32]))
 def test_random_msgpack_objects_raise_only_report_error(obj: Any, flags: int) -> None:
     packed = msgpack.packb(obj, use_bin_type=True)
     decode_or_report_error(packed)
     decode_or_report_error(envelope(obj, flags=flags))
-    decode_or_report_error(envelope(zlib.compress(packed), flags=COMPRESSED))
-    decode_or_report_error(envelope(packed, signature=mac(KEY, 0, packed)), key=KEY)
+    decode_or_report_error(envelope(zlib.compress(packed), flags=COMPRESSED | flags))
+    decode_or_report_error(
+        envelope(packed, flags=flags & FLOAT32, signature=mac(KEY, flags & FLOAT32, packed)), key=KEY
+    )
 
 
 # where a random object may replace part of a valid body: any item, or an item inside the id and dictionary pairs
@@ -539,17 +621,24 @@ BODY_PATHS = [(i,) for i in range(10)] + [(6, 0), (6, 1), (9, 0), (9, 1), (9, 0,
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from(BODY_PATHS), msgpack_objects, st.booleans())
-def test_one_bad_body_item_raises_only_report_error(path: tuple[int, ...], obj: Any, compressed: bool) -> None:
-    fields = body_fields(demand=rates([1, 2], [3, 4], [5, 6]), dictionary=dictionary_field([1, 7], ["a", "b"]))
+@given(st.sampled_from(BODY_PATHS), msgpack_objects, st.booleans(), st.booleans())
+def test_one_bad_body_item_raises_only_report_error(
+    path: tuple[int, ...], obj: Any, compressed: bool, float32: bool
+) -> None:
+    dtype = "<f4" if float32 else "<f8"
+    fields = body_fields(
+        usage=rates([1, 2], [3, 4], [5, 6], dtype=dtype),
+        demand=rates([1, 2], [3, 4], [5, 6], dtype=dtype),
+        dictionary=dictionary_field([1, 7], ["a", "b"]),
+    )
     parent = fields
     for i in path[:-1]:
         parent = parent[i]
     parent[path[-1]] = obj
     body = msgpack.packb(fields, use_bin_type=True)
-    flags = 0
+    flags = FLOAT32 if float32 else 0
     if compressed:
-        body, flags = zlib.compress(body), COMPRESSED
+        body, flags = zlib.compress(body), flags | COMPRESSED
     decode_or_report_error(envelope(body, flags=flags), known_brokers={"broker-1"})
 
 
@@ -624,6 +713,22 @@ def test_decode_batch_rejects_only_the_bad_reports_each_with_its_reason() -> Non
     assert len(empty) == 0 and none_rejected == {} and empty.usage.shape == (0, 2)
 
 
+def test_a_batch_may_mix_float64_and_float32_reports() -> None:
+    reports = [replace(make_report(n, demand=True), usage=make_report(n).usage + 0.1) for n in (3, 4, 2, 5, 0)]
+    float32 = [False, True, True, False, True]
+    payloads = [
+        encode_report(report, key=KEY, compress=index % 2 == 1, float32=narrow)
+        for index, (report, narrow) in enumerate(zip(reports, float32, strict=True))
+    ]
+    payloads.insert(2, envelope(body_fields(usage=rates([1, 2], [3, 4], [5, np.nan], dtype="<f4")), flags=FLOAT32))
+    batch, rejected = decode_batch(payloads, TWO_DIMS)
+    assert {position: error.reason for position, error in rejected.items()} == {2: "usage has NaN"}
+    assert batch.usage.dtype == batch.demand.dtype == np.float64
+    expected = [as_float32(report) if narrow else report for report, narrow in zip(reports, float32, strict=True)]
+    assert [batch.report(index) for index in range(len(batch))] == expected
+    assert batch.report(0).usage[0, 0] == 0.1 and batch.report(1).usage[0, 0] == float(np.float32(0.1)) != 0.1
+
+
 def test_a_batch_of_reports_gives_each_report_back() -> None:
     reports = [make_report(3, demand=True, dictionary=True), make_report(0), make_report(2, broker="broker-2")]
     batch = ReportBatch.of(reports, TWO_DIMS)
@@ -638,8 +743,13 @@ VALUE_FAULTS = "has NaN|has inf|has negative values|duplicate group ids|negative
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(dimension_tuples, st.data())
 def test_decode_batch_says_what_decode_report_says_of_each(dimensions: tuple[str, ...], data: st.DataObject) -> None:
-    reports = data.draw(st.lists(usage_reports(dimensions) | usage_reports(), max_size=5))
-    payloads = [mutate(encode_report(report), data.draw(st.lists(mutations, max_size=2))) for report in reports]
+    float64_payloads = st.builds(encode_report, usage_reports(dimensions) | usage_reports())
+    float32_payloads = st.builds(
+        partial(encode_report, float32=True),
+        usage_reports(dimensions, max_rate=FLOAT32_MAX) | usage_reports(max_rate=FLOAT32_MAX),
+    )
+    encoded = data.draw(st.lists(float64_payloads | float32_payloads, max_size=5))
+    payloads = [mutate(payload, data.draw(st.lists(mutations, max_size=2))) for payload in encoded]
     batch, rejected = decode_batch(payloads, dimensions)
     accepted = iter(range(len(batch)))
     for position, payload in enumerate(payloads):

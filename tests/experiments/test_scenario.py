@@ -88,7 +88,8 @@ BAD = {
     "unknown nested key": (
         base(reporting={"treshold_pct": 5}),
         "reporting.treshold_pct",
-        "unknown key (allowed: threshold_pct, force_every, report_demand, compress, hmac_key_file, hmac_key_env)",
+        "unknown key (allowed: threshold_pct, force_every, report_demand, compress, float32_rates, hmac_key_file, "
+        "hmac_key_env)",
     ),
     "unknown key in a workload": (
         base(brokers=[broker("broker-1", {"group": "tenant-a/ns-1", "msgs_per_s": 5, "rate": 5})]),
@@ -246,6 +247,11 @@ BAD = {
         "reporting.report_demand",
         "must be true or false, got 'yes please'",
     ),
+    "float32_rates a number": (
+        base(reporting={"float32_rates": 3}),
+        "reporting.float32_rates",
+        "must be true or false, got 3",
+    ),
     "negative rate": (
         base(brokers=[broker("broker-1", {"group": "tenant-a/ns-1", "msgs_per_s": -3})]),
         "brokers[0].workload[0].msgs_per_s",
@@ -321,6 +327,12 @@ def test_bad_policy_param_value(tmp_path):
     error = load_error(write(tmp_path, base(policy={"name": "pip82-steal", "params": {"steal_fraction": 2}})))
     assert error.key == "policy.params"
     assert "steal_fraction" in error.problem and "2" in error.problem
+
+
+def test_float32_rates_are_chosen_in_reporting():
+    assert parse_scenario(base()).reporting.float32_rates is False
+    assert parse_scenario(base(reporting={"float32_rates": True})).reporting.float32_rates is True
+    assert load_scenario(SCENARIOS / "scale-pip82.yaml").reporting.float32_rates is True
 
 
 def test_channel_routing_is_broadcast_unless_interest_is_chosen():

@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from experiments.report.metrics import MIN_JAIN, OVER_QUOTA_TOLERANCE
+from experiments.report.metrics import MIN_JAIN, OVER_QUOTA_TOLERANCE, STARVED_BELOW
 
 FIGURES_PER_RUN = 6  # groups drawn per run; every group is in the tables and per_round.csv
 MAX_LABELLED_BROKERS = 8  # more brokers' limits share one legend entry
@@ -94,9 +94,11 @@ def bandwidth_figure(bandwidth: pd.DataFrame, events: pd.DataFrame) -> str:
 
 
 def comparison_figure(runs: list[dict[str, Any]]) -> str:
-    """Bars per run. Top, how safe: peak overshoot and rounds over quota side by side, then mean rounds to
-    converge; bottom, how well shared: Jain and utilization (last quarter), and bytes published per round."""
-    labels = [run["run_id"] for run in runs]
+    """Bars per run, labelled by policy. Top, how safe and how fair to each broker: peak overshoot, rounds over
+    quota and starvation side by side, then mean rounds to converge; bottom, how well shared: Jain and
+    utilization (last quarter), and bytes published per round."""
+    policies = [run["policy"] or run["run_id"] for run in runs]
+    labels = policies if len(set(policies)) == len(runs) else [run["run_id"] for run in runs]
     over_quota_line = f"over by > {100 * OVER_QUOTA_TOLERANCE:g}%"
     panels = [
         ("peak overshoot", [_percent(run["overall"]["peak_overshoot"]) for run in runs], "% over quota"),
@@ -105,18 +107,26 @@ def comparison_figure(runs: list[dict[str, Any]]) -> str:
             [run["overall"]["rounds_over_quota_per_100_rounds"] for run in runs],
             "per 100 rounds (mean over groups)",
         ),
+        (
+            f"starved (U_b < {STARVED_BELOW:g} F_b, last quarter)",
+            [_percent(run["overall"]["starved"]) for run in runs],
+            "% of broker-rounds",
+        ),
         ("mean rounds to converge", [run["overall"]["mean_rounds_to_converge"] for run in runs], "rounds"),
         ("Jain's index (last quarter)", [run["overall"]["jain"] for run in runs], "index (1 = fair)"),
         ("utilization (last quarter)", [run["overall"]["utilization"] for run in runs], "U / min(Q, D)"),
         ("bandwidth", [run["bytes_published_per_round"] for run in runs], "bytes published per round"),
     ]
-    figure = Figure(figsize=(13, 6.5), layout="constrained")
-    for axes, (title, values, ylabel) in zip(figure.subplots(2, 3).flat, panels, strict=True):
+    figure = Figure(figsize=(15, 6.5), layout="constrained")
+    grid = list(figure.subplots(2, 4).flat)
+    for axes, (title, values, ylabel) in zip(grid, panels, strict=False):
         heights = [math.nan if value is None else value for value in values]
         axes.bar(range(len(labels)), heights, color="tab:blue")
         axes.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=8)
         axes.set_title(title, fontsize=10)
         axes.set_ylabel(ylabel)
+    for unused in grid[len(panels) :]:  # the eighth place of the grid
+        unused.set_axis_off()
     return png_base64(figure)
 
 

@@ -9,7 +9,13 @@ from typing import Any
 import pandas as pd
 
 from experiments.report import figures
-from experiments.report.metrics import CONVERGENCE_WINDOW, MIN_JAIN, OVER_QUOTA_TOLERANCE, TARGET_TOLERANCE
+from experiments.report.metrics import (
+    CONVERGENCE_WINDOW,
+    MIN_JAIN,
+    OVER_QUOTA_TOLERANCE,
+    STARVED_BELOW,
+    TARGET_TOLERANCE,
+)
 from experiments.report.summary import Results
 
 UNSET = "(unset)"  # a scenario key one run has and another has not
@@ -47,17 +53,20 @@ def render_report(
 
 
 def _comparison(runs: list[dict[str, Any]], manifests: dict[str, dict[str, Any]]) -> str:
+    """The first screen: per run, how safely (peak overshoot, rounds over quota) and how fairly (starvation)
+    the policy held the quota side by side, then how fast and at what cost."""
     differences = _differences(manifests)
     rows = [
         [
+            run["policy"],
             run["run_id"],
             run["scenario"],
-            run["policy"],
             differences.get(run["run_id"], ""),
-            _fmt(run["overall"]["mean_rounds_to_converge"]),
-            f"{run['overall']['events_not_converged']} of {run['overall']['events']}",
             _percent(run["overall"]["peak_overshoot"]),
             _fmt(run["overall"]["rounds_over_quota_per_100_rounds"], 1),
+            _percent(run["overall"]["starved"]),
+            _fmt(run["overall"]["mean_rounds_to_converge"]),
+            f"{run['overall']['events_not_converged']} of {run['overall']['events']}",
             _fmt(run["overall"]["utilization"]),
             _fmt(run["overall"]["jain"]),
             _fmt(run["overall"]["fairness_error"]),
@@ -68,14 +77,15 @@ def _comparison(runs: list[dict[str, Any]], manifests: dict[str, dict[str, Any]]
         for run in runs
     ]
     header = [
+        "policy",
         "run",
         "scenario",
-        "policy",
         "differs in",
-        "mean rounds to converge",
-        "events never converged",
         "peak overshoot",
         "rounds over quota / 100 rounds",
+        "starved",
+        "mean rounds to converge",
+        "events never converged",
         "utilization",
         "Jain",
         "fairness error",
@@ -87,11 +97,13 @@ def _comparison(runs: list[dict[str, Any]], manifests: dict[str, dict[str, Any]]
         "<h2>Comparison</h2>"
         '<p class="note">Scores pooled over each run\'s groups: the worst peak overshoot; rounds over quota, '
         "utilization, Jain and fairness error averaged over groups (the last three each a mean over the last "
-        "quarter of the run); rounds to converge averaged over the events that converged.</p>"
+        "quarter of the run); starved: the share of the last quarter's (broker, round) pairs where a broker got "
+        f"less than {STARVED_BELOW:g} of its fair share; rounds to converge averaged over the events that "
+        "converged.</p>"
         + html_table(header, rows, text_columns=4)
         + img_tag(
             figures.comparison_figure(runs),
-            "peak overshoot, rounds over quota, convergence, Jain, utilization and bandwidth per run",
+            "peak overshoot, rounds over quota, starvation, convergence, Jain, utilization and bandwidth per run",
         )
     )
 
@@ -182,6 +194,8 @@ def _definitions() -> str:
         "Jain's index": "(sum x)^2 / (n sum x^2) of x_b = U_b / F_b over the brokers with F_b > 0; 1 when every "
         "broker uses the same fraction of its fair share, 1/n when one broker takes everything.",
         "fairness error": "sum |U_b - F_b| / Q: the part of the quota that is not where fairness would put it.",
+        "starved": f"over the last quarter of the run, the share of the (broker, round) pairs with F_b > 0 where "
+        f"U_b < {STARVED_BELOW:g} F_b (Pulsar's floor of 1 starves a broker that hosted a group idly).",
         "rounds to converge": f"after an event at round e, the least k such that the {CONVERGENCE_WINDOW} "
         f"consecutive rounds from e + k on all have |U - T| <= {TARGET_TOLERANCE:g} Q and Jain >= {MIN_JAIN}; "
         "'never' if that does not happen before the run ends. The run's start is an event at round 0.",

@@ -28,7 +28,7 @@ class Results:
     bandwidth: pd.DataFrame  # metrics.bandwidth_per_round
     per_broker: pd.DataFrame  # metrics.bandwidth_per_broker
     runs: pd.DataFrame  # metrics.run_bandwidth
-    starvation: pd.DataFrame  # metrics.starvation (not in summary.json yet; the quality benchmark reads it)
+    starvation: pd.DataFrame  # metrics.starvation
 
 
 def collect_results(runs: Runs) -> Results:
@@ -78,14 +78,23 @@ def build_summary(manifests: dict[str, dict[str, Any]], results: Results) -> dic
 
     Extra keys: per run `status`, `rounds`, `reports_sent_per_round`, `reports_suppressed_per_round` and
     `overall` (the groups' scores pooled, for comparing runs); per group `rounds_over_quota` (the share of its
-    rounds with U > 1.05 Q), `fairness_error`, `report_bytes_per_round`; per event `target`.
+    rounds with U > 1.05 Q), `fairness_error`, `report_bytes_per_round`, `starved` (the share of the last
+    quarter's (broker, round) pairs with a fair share where the broker got less than half of it) and the two
+    counts it comes from; per event `target`.
     """
     bandwidth = results.runs.set_index("run_id")
     events_by_group = dict(list(results.convergence.groupby(metrics.GROUP, sort=False)))
+    starvation = results.starvation.set_index(metrics.GROUP)
     runs = []
     for run_id, manifest in manifests.items():
         groups = [
-            _group_entry(row, events_by_group.get((run_id, row.group, row.dimension)))
+            _group_entry(
+                row,
+                events_by_group.get((run_id, row.group, row.dimension)),
+                starvation.loc[(run_id, row.group, row.dimension)]
+                if (run_id, row.group, row.dimension) in starvation.index
+                else None,
+            )
             for row in results.groups[results.groups["run_id"] == run_id].itertuples()
         ]
         traffic = bandwidth.loc[run_id] if run_id in bandwidth.index else {}
@@ -107,7 +116,15 @@ def build_summary(manifests: dict[str, dict[str, Any]], results: Results) -> dic
     return {"runs": runs}
 
 
-def _group_entry(row: Any, events: pd.DataFrame | None) -> dict[str, Any]:
+def _group_entry(row: Any, events: pd.DataFrame | None, starvation: pd.Series | None) -> dict[str, Any]:
+    fair_share, starved = (
+        (0, 0)
+        if starvation is None
+        else (
+            int(starvation["fair_share_broker_rounds"]),
+            int(starvation["starved_broker_rounds"]),
+        )
+    )
     return {
         "group": row.group,
         "dimension": row.dimension,
@@ -126,6 +143,9 @@ def _group_entry(row: Any, events: pd.DataFrame | None) -> dict[str, Any]:
         "rounds_over_quota": _number(row.rounds_over_quota),
         "fairness_error": _number(row.fairness_error),
         "report_bytes_per_round": _number(row.report_bytes_per_round),
+        "starved": starved / fair_share if fair_share else None,
+        "fair_share_broker_rounds": fair_share,
+        "starved_broker_rounds": starved,
     }
 
 
@@ -133,12 +153,15 @@ def _overall(groups: list[dict[str, Any]]) -> dict[str, Any]:
     """A run's scores over all its groups: the worst peak overshoot, mean scores, convergence over all events.
 
     `rounds_over_quota` is the mean over groups of the share of rounds over quota (an unlimited group counts
-    as 0: it never is); `rounds_over_quota_per_100_rounds` is the same number per 100 rounds.
+    as 0: it never is); `rounds_over_quota_per_100_rounds` is the same number per 100 rounds; `starved` pools
+    the groups' (broker, round) pairs.
     """
     waits = [event["rounds_to_converge"] for group in groups for event in group["events"]]
     converged = [wait for wait in waits if wait is not None]
     peaks = [group["peak_overshoot"] for group in groups if group["peak_overshoot"] is not None]
     rounds_over_quota = _mean(group["rounds_over_quota"] for group in groups)
+    fair_share = sum(group["fair_share_broker_rounds"] for group in groups)
+    starved = sum(group["starved_broker_rounds"] for group in groups)
     return {
         "peak_overshoot": max(peaks, default=None),
         "rounds_over_quota": rounds_over_quota,
@@ -149,6 +172,9 @@ def _overall(groups: list[dict[str, Any]]) -> dict[str, Any]:
         "mean_rounds_to_converge": _mean(converged),
         "events": len(waits),
         "events_not_converged": len(waits) - len(converged),
+        "starved": starved / fair_share if fair_share else None,
+        "fair_share_broker_rounds": fair_share,
+        "starved_broker_rounds": starved,
     }
 
 

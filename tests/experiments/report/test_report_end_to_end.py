@@ -71,6 +71,7 @@ def test_summary_has_exactly_the_designed_shape(report):
     run_extras = {"status", "rounds", "reports_sent_per_round", "reports_suppressed_per_round", "overall"}
     group_keys = {"group", "dimension", "peak_overshoot", "utilization", "jain", "events"}
     group_extras = {"rounds_over_quota", "fairness_error", "report_bytes_per_round"}
+    group_extras |= {"starved", "fair_share_broker_rounds", "starved_broker_rounds"}
     for run in summary["runs"]:
         assert set(run) == run_keys | run_extras
         for group in run["groups"]:
@@ -101,6 +102,9 @@ def test_summary_numbers(report):
         "rounds_over_quota": 0.25,  # rounds 0-1 at 120 > 105 of 8
         "fairness_error": 0.0,
         "report_bytes_per_round": 20.0,  # two brokers' 10 bytes
+        "starved": 0.0,  # 50 of a fair 50 each in the last quarter
+        "fair_share_broker_rounds": 4,  # 2 brokers x rounds 6-7
+        "starved_broker_rounds": 0,
     }
     assert group_b["group"] == B and group_b["peak_overshoot"] == 0.0
     assert group_b["utilization"] == pytest.approx(0.6) and group_b["jain"] == 1.0
@@ -110,6 +114,8 @@ def test_summary_numbers(report):
     assert group_b["rounds_over_quota"] == 0.0  # 30 of 50
     assert first["overall"]["rounds_over_quota"] == 0.125  # the mean of 0.25 and 0
     assert first["overall"]["rounds_over_quota_per_100_rounds"] == 12.5
+    assert group_b["starved_broker_rounds"] == 0  # 30 of a fair 50: not under half
+    assert (first["overall"]["starved"], first["overall"]["fair_share_broker_rounds"]) == (0.0, 6)
     assert second["groups"][0]["peak_overshoot"] == pytest.approx(0.4)
     assert [event["kind"] for event in second["groups"][0]["events"]] == ["start"]
 
@@ -131,6 +137,10 @@ def test_report_html_is_one_page_with_figures_and_a_comparison(report):
     assert report.name == "report.html"
     assert "<h2>Comparison</h2>" in page and "policy.name=pulsar" in page
     assert "<th>rounds over quota / 100 rounds</th>" in page and "<td>12.5</td>" in page
+    header = page[page.index("<h2>Comparison</h2>") :].split("</thead>")[0]
+    safety = ["<th>peak overshoot</th>", "<th>rounds over quota / 100 rounds</th>", "<th>starved</th>"]
+    assert all(column in header for column in safety), "overshoot, over quota and starvation side by side"
+    assert header.index(safety[0]) < header.index(safety[1]) < header.index(safety[2])
     # comparison + per run: bandwidth + 2 groups
     assert page.count('<img src="data:image/png;base64,') == 1 + 2 * 3
     assert "Run r1" in page and "Run r2" in page and A in page

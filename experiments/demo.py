@@ -1,5 +1,5 @@
 """`quotalab demo`: one scenario with churn and loss under three policies on a local Ray instance, then the
-Spark report comparing them."""
+Spark report comparing them: Pulsar's rule (the reference), PIP-82's steal, and the recommended policy."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ import argparse
 from datetime import UTC, datetime
 from pathlib import Path
 
+from allocator.policies import RECOMMENDED
 from experiments.run import run_scenario
 from experiments.scenario import load_scenario
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 DEMO_SCENARIO = SCENARIOS / "churn-and-loss.yaml"
-DEMO_POLICIES = ("pulsar", "pip82-steal", "fair-share")
+DEMO_POLICIES = ("pulsar", "pip82-steal", RECOMMENDED)
 
 
 def run_demo(out_dir: Path, backend: str = "ray", master: str = "local[2]", progress: bool = True) -> Path:

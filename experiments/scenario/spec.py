@@ -20,7 +20,7 @@ SECRETS = frozenset({"hmac_key"})
 
 @dataclass(frozen=True)
 class PolicySpec:
-    name: str = "pip82-steal"
+    name: str = "fair-share-safe"  # allocator.policies.RECOMMENDED
     params: dict[str, float] = field(default_factory=dict)
 
 

@@ -128,6 +128,8 @@ class BrokerNode:
         self._round_s = settings.interval_s  # the time the last admitted traffic covered
         self._rounds_served = np.zeros(n_groups, dtype=np.int64)  # allocations since the group started being served
         self._newcomer_heard = np.zeros(n_groups, dtype=bool)  # a broker new to the view: answer it next round
+        self._view_grew = np.zeros(n_groups, dtype=bool)  # this round brought a broker new to the view
+        self._listened = np.zeros(n_groups, dtype=bool)  # the last allocation kept the start limit: still listening
         self._seq = 0
         self._named = np.zeros(len(self.group_ids), dtype=bool)  # groups whose name was sent already
         self._bytes_dimension = np.array([dim in BYTES_DIMENSIONS for dim in settings.dimensions])
@@ -150,6 +152,7 @@ class BrokerNode:
         """
         dt = self.settings.interval_s if self._last_admit_s is None else max(now_s - self._last_admit_s, 1e-9)
         self._last_admit_s, self._round_s = now_s, dt
+        self._view_grew[:] = False
         demand_msgs_per_s = np.clip(np.asarray(demand_msgs_per_s, dtype=np.float64), 0.0, None)
         starting = (demand_msgs_per_s > 0) & ~self.serving
         self.serving = demand_msgs_per_s > 0
@@ -213,7 +216,9 @@ class BrokerNode:
         )
         view_before = self.table.view_brokers()
         accepted = self.table.merge_many(batch, now_s).count(Merge.ACCEPTED)
-        self._newcomer_heard |= self.table.view_brokers() > view_before
+        grew = self.table.view_brokers() > view_before
+        self._newcomer_heard |= grew
+        self._view_grew |= grew
         return Inbox(accepted=accepted, rejected=len(rejected), discarded=len(batch) - accepted)
 
     def cleanup(self, now_s: float, dead: Iterable[tuple[str, int]] = ()) -> int:
@@ -236,8 +241,8 @@ class BrokerNode:
                 self.table.demand[:, :n_slots, index] if with_demand else None,
                 present,
             )[:, OWN]
-            if self.mechanisms.listen_rounds:  # a newcomer keeps its start limit while it listens
-                listening = self._rounds_served < self.mechanisms.listen_rounds
+            listening = self._listened = self._listening()
+            if listening.any():  # a newcomer keeps its start limit while it listens
                 new_limit = np.where(listening, np.minimum(new_limit, self.limit[:, index]), new_limit)
             self.limit[:, index] = np.where(self.serving, self._floored(new_limit), self.limit[:, index])
         self._rounds_served = np.where(self.serving, self._rounds_served + 1, 0)
@@ -280,9 +285,19 @@ class BrokerNode:
         rescaled = np.where(np.isfinite(old_quota), self.limit * ratio, equal_share)
         return self._floored(np.where(np.isfinite(new_quota), rescaled, np.inf))
 
+    def _listening(self) -> np.ndarray:
+        """bool[G]: groups whose newcomer still listens: its first `listen_rounds` allocations and, with
+        `listen_while_view_grows`, any later one of its first `force_every` in which a broker new to its view was
+        heard (by `force_every` rounds every live peer has sent a forced report)."""
+        listening = self._rounds_served < self.mechanisms.listen_rounds
+        if self.mechanisms.listen_while_view_grows:
+            listening |= self._view_grew & (self._rounds_served < self.settings.force_every)
+        return listening
+
     def _answering(self, selection: Selection) -> Selection:
-        """The selection with the served groups where a newcomer was heard added: it learns this broker at once."""
-        answer = self._newcomer_heard & self.serving & ~selection.report
+        """The selection with the served groups where a newcomer was heard added (it learns this broker at once),
+        and the groups this broker still listens on (a peer that missed its first report hears it again)."""
+        answer = (self._newcomer_heard | self._listened) & self.serving & ~selection.report
         self._newcomer_heard[:] = False
         return Selection(selection.report | answer, selection.zeros, selection.suppressed - int(answer.sum()))
 

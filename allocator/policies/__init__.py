@@ -62,6 +62,7 @@ _SAFE_DEFAULTS: dict[str, object] = {
     "report_throttled_demand": True,
     "listen_rounds": 1,
     "answer_newcomers": True,
+    "listen_while_view_grows": True,
 }
 _SAFE_PARAMS = frozenset(_SAFE_DEFAULTS)
 RECOMMENDED = "fair-share-safe"  # the default of new scenarios and of the demo

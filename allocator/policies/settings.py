@@ -20,7 +20,14 @@ _RANGES: dict[str, tuple[Callable[[float], bool], str]] = {
 }
 # The broker's mechanisms: switches (true or false), off by default, so the literal policies keep their behaviour.
 SWITCHES = frozenset(
-    {"cap_at_residual", "start_from_residual", "rescale_on_quota_change", "report_throttled_demand", "answer_newcomers"}
+    {
+        "cap_at_residual",
+        "start_from_residual",
+        "rescale_on_quota_change",
+        "report_throttled_demand",
+        "answer_newcomers",
+        "listen_while_view_grows",
+    }
 )
 
 
@@ -46,7 +53,11 @@ class Settings:
     `stale_after_multiple` another broker's entry expires after `stale_after_multiple * stale_after_s` of
     silence (the dead are removed by the membership registry sooner);
     `report_throttled_demand` a broker reports its demand estimated from its throttled time,
-    `usage / (1 - throttled_s / interval_s)`, and a change of it is reason enough to report.
+    `usage / (1 - throttled_s / interval_s)`, and a change of it is reason enough to report;
+    `listen_rounds` a newcomer keeps its start limit for its first `listen_rounds` allocations, and with
+    `listen_while_view_grows` also for any of its first `force_every` in which it heard a broker new to its view;
+    `answer_newcomers` a broker that hears a newcomer reports the group in its next report, and a newcomer
+    reports every round while it listens.
     """
 
     min_share: float = 0.0
@@ -62,6 +73,7 @@ class Settings:
     report_throttled_demand: bool = False
     listen_rounds: int = 0
     answer_newcomers: bool = False
+    listen_while_view_grows: bool = False
 
     def __post_init__(self) -> None:
         for field in fields(self):

@@ -26,6 +26,7 @@ MECHANISMS = (
     "report_throttled_demand",
     "listen_rounds",
     "answer_newcomers",
+    "listen_while_view_grows",
 )
 rate = st.floats(0.0, 1e6, allow_nan=False, allow_infinity=False)
 

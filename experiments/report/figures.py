@@ -96,7 +96,7 @@ def bandwidth_figure(bandwidth: pd.DataFrame, events: pd.DataFrame) -> str:
 def comparison_figure(runs: list[dict[str, Any]]) -> str:
     """Bars per run, labelled by policy. Top, how safe and how fair to each broker: peak overshoot, rounds over
     quota and starvation side by side, then mean rounds to converge; bottom, how well shared: Jain and
-    utilization (last quarter), and bytes published per round."""
+    utilization (last quarter), and the bytes published and delivered per round (what routing changes)."""
     policies = [run["policy"] or run["run_id"] for run in runs]
     labels = policies if len(set(policies)) == len(runs) else [run["run_id"] for run in runs]
     over_quota_line = f"over by > {100 * OVER_QUOTA_TOLERANCE:g}%"
@@ -115,18 +115,17 @@ def comparison_figure(runs: list[dict[str, Any]]) -> str:
         ("mean rounds to converge", [run["overall"]["mean_rounds_to_converge"] for run in runs], "rounds"),
         ("Jain's index (last quarter)", [run["overall"]["jain"] for run in runs], "index (1 = fair)"),
         ("utilization (last quarter)", [run["overall"]["utilization"] for run in runs], "U / min(Q, D)"),
-        ("bandwidth", [run["bytes_published_per_round"] for run in runs], "bytes published per round"),
+        ("bytes published", [run["bytes_published_per_round"] for run in runs], "bytes per round"),
+        ("bytes delivered", [run["bytes_delivered_per_round"] for run in runs], "bytes per round"),
     ]
     figure = Figure(figsize=(15, 6.5), layout="constrained")
     grid = list(figure.subplots(2, 4).flat)
-    for axes, (title, values, ylabel) in zip(grid, panels, strict=False):
+    for axes, (title, values, ylabel) in zip(grid, panels, strict=True):
         heights = [math.nan if value is None else value for value in values]
         axes.bar(range(len(labels)), heights, color="tab:blue")
         axes.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=8)
         axes.set_title(title, fontsize=10)
         axes.set_ylabel(ylabel)
-    for unused in grid[len(panels) :]:  # the eighth place of the grid
-        unused.set_axis_off()
     return png_base64(figure)
 
 

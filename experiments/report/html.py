@@ -22,8 +22,8 @@ UNSET = "(unset)"  # a scenario key one run has and another has not
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; line-height: 1.4 }
 h1 { border-bottom: 2px solid #444 } h2 { margin-top: 2.5em; border-bottom: 1px solid #aaa }
-table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; vertical-align: top }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.85em; display: block; overflow-x: auto }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.45em; text-align: right; vertical-align: top }
 th { background: #f0f0f0 } td.text { text-align: left }
 img { max-width: 100%; display: block; margin: 0.5em 0 1.5em }
 .note { color: #666; font-size: 0.9em } dt { font-weight: bold; margin-top: 0.5em }

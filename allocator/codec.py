@@ -52,6 +52,43 @@ from typing import Any, NamedTuple
 import msgpack
 import numpy as np
 
+from allocator.report_fields import (
+    DIMENSIONS,
+    ID_DTYPES,
+    ReportError,
+    as_int,
+    check_columns,
+    check_dimensions,
+    check_header,
+    check_rate_bytes,
+    check_values,
+    id_column,
+    ids_array,
+    int_field,
+    pack_dictionary,
+    pack_ids,
+    rates_array,
+    same_optional_array,
+    type_name,
+    unpack_dictionary,
+)
+
+__all__ = [  # DIMENSIONS and ReportError live in allocator.report_fields, with the checks of each field
+    "COMPRESSED",
+    "DIMENSIONS",
+    "FLOAT32",
+    "FORMAT_VERSION",
+    "MAX_REPORT_BYTES",
+    "ReportBatch",
+    "ReportError",
+    "UsageReport",
+    "check_key",
+    "decode_batch",
+    "decode_report",
+    "encode_report",
+    "encode_split",
+]
+
 FORMAT_VERSION = 1
 MAX_REPORT_BYTES = 8 * 1024 * 1024
 """Default size limit, on the bytes received and again on the decompressed body.
@@ -60,7 +97,6 @@ A report of 5,000 groups x 4 dimensions with demand (at most 72 bytes a group) a
 names (~85 bytes a group) is under 1 MiB; the limit leaves room for a broker hosting several times that.
 """
 
-DIMENSIONS = ("publish_msgs_per_s", "publish_bytes_per_s", "dispatch_msgs_per_s", "dispatch_bytes_per_s")
 COMPRESSED = 0x1
 FLOAT32 = 0x2
 SIGNATURE_BYTES = hashlib.sha256().digest_size
@@ -68,20 +104,10 @@ SIGNATURE_BYTES = hashlib.sha256().digest_size
 _KNOWN_FLAGS = COMPRESSED | FLOAT32
 _MAC_TAG = b"quotalab/usage-report"
 _ZLIB_LEVEL = 1  # level 6 is 3-7x slower here for ~25% fewer bytes on rates; random floats barely compress
-_INT64_MAX = 2**63 - 1
-_ID_DTYPES = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<i8")}
 _RATE_DTYPES = {False: np.dtype("<f8"), True: np.dtype("<f4")}  # by the FLOAT32 flag
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 _BODY_ITEMS = 10
 _MSGPACK_ERRORS = (ValueError, TypeError, msgpack.UnpackException)
-
-
-class ReportError(ValueError):
-    """A report that is not valid; `reason` says why in a few words."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,7 +139,7 @@ class UsageReport:
             and tuple(self.dimensions) == tuple(other.dimensions)
             and np.array_equal(self.group_ids, other.group_ids)
             and np.array_equal(self.usage, other.usage)
-            and _same_optional_array(self.demand, other.demand)
+            and same_optional_array(self.demand, other.demand)
             and self.dictionary == other.dictionary
         )
 
@@ -216,10 +242,10 @@ def encode_report(
     check_key(key)
     flags = _flags(compress=compress, float32=float32)
     header, group_ids, usage, demand = _checked_columns(report, flags)
-    dictionary = None if report.dictionary is None else _pack_dictionary(report.dictionary)
+    dictionary = None if report.dictionary is None else pack_dictionary(report.dictionary)
     packer = msgpack.Packer(use_bin_type=True)
     body = packer.pack(
-        [*header, _pack_ids(group_ids), usage.tobytes(), None if demand is None else demand.tobytes(), dictionary]
+        [*header, pack_ids(group_ids), usage.tobytes(), None if demand is None else demand.tobytes(), dictionary]
     )
     return _seal(packer, body, key=key, flags=flags)
 
@@ -249,7 +275,7 @@ def encode_split(
     steps[bounds[1:-1][(bounds[1:-1] > 0) & (bounds[1:-1] < len(rows))] - 1] = True  # a new part may start anywhere
     if not steps.all():
         raise ReportError("rows do not increase within a part")
-    width, id_bytes = _pack_ids(group_ids[rows])
+    width, id_bytes = pack_ids(group_ids[rows])
     usage_bytes = usage[rows].tobytes()
     demand_bytes = None if demand is None else demand[rows].tobytes()
     row_bytes = usage.shape[1] * usage.itemsize
@@ -259,7 +285,7 @@ def encode_split(
         dictionary = None
         if report.dictionary is not None:
             ids = group_ids[rows[start:end]].tolist()
-            dictionary = _pack_dictionary({g: report.dictionary[g] for g in ids if g in report.dictionary})
+            dictionary = pack_dictionary({g: report.dictionary[g] for g in ids if g in report.dictionary})
         body = packer.pack(
             [
                 *header,
@@ -282,17 +308,17 @@ def _checked_columns(report: UsageReport, flags: int) -> tuple[list[Any], np.nda
     decoder would; a rate too large for float32 is refused rather than sent as inf."""
     header = [
         report.broker,
-        *(_as_int(getattr(report, name)) for name in ("incarnation", "seq", "sent_at_ms", "interval_ms")),
+        *(as_int(getattr(report, name)) for name in ("incarnation", "seq", "sent_at_ms", "interval_ms")),
     ]
-    _check_header(*header)
+    check_header(*header)
     if not isinstance(report.dimensions, tuple | list):
-        raise ReportError(f"dimensions is {_type_name(report.dimensions)}, not a tuple")
+        raise ReportError(f"dimensions is {type_name(report.dimensions)}, not a tuple")
     dimensions = list(report.dimensions)
-    _check_dimensions(dimensions)
-    group_ids = _ids_array(report.group_ids, "group ids")
-    usage = _rates_array(report.usage, "usage")
-    demand = None if report.demand is None else _rates_array(report.demand, "demand")
-    _check_columns(group_ids, usage, demand, len(dimensions))
+    check_dimensions(dimensions)
+    group_ids = ids_array(report.group_ids, "group ids")
+    usage = rates_array(report.usage, "usage")
+    demand = None if report.demand is None else rates_array(report.demand, "demand")
+    check_columns(group_ids, usage, demand, len(dimensions))
     rate_dtype = _RATE_DTYPES[bool(flags & FLOAT32)]
     for name, rates in (("usage", usage), ("demand", demand)):
         if flags & FLOAT32 and rates is not None and rates.size and rates.max() > _FLOAT32_MAX:
@@ -348,7 +374,7 @@ def decode_batch(
     dimensions = tuple(dimensions)
     expected = list(dimensions)  # as a body holds them
     try:
-        _check_dimensions(expected)
+        check_dimensions(expected)
     except ReportError as error:
         raise ValueError(f"dimensions: {error.reason}") from None
     bodies: list[_Body] = []
@@ -444,7 +470,7 @@ def _columns(bodies: list[_Body], dimensions: tuple[str, ...]) -> tuple[ReportBa
     for index in _suspects(batch):  # a report alone, for the reason (ids in another order may still be unique)
         try:
             report = batch.report(index)
-            _check_values(report.group_ids, report.usage, report.demand)
+            check_values(report.group_ids, report.usage, report.demand)
         except ReportError as error:
             rejected[index] = error
     if rejected:
@@ -491,7 +517,7 @@ def _signature(key: bytes, version: int, flags: int, body: bytes) -> bytes:
 def check_key(key: bytes | None) -> None:
     """A key of the wrong type, or an empty one, is the caller's configuration mistake: `TypeError`."""
     if key is not None and (not isinstance(key, bytes) or not key):
-        raise TypeError(f"key must be non-empty bytes or None, got {_type_name(key) if key else 'empty bytes'}")
+        raise TypeError(f"key must be non-empty bytes or None, got {type_name(key) if key else 'empty bytes'}")
 
 
 def _unpack(data: bytes | bytearray | memoryview, what: str) -> Any:
@@ -504,24 +530,24 @@ def _unpack(data: bytes | bytearray | memoryview, what: str) -> Any:
 def _parse_envelope(envelope: Any) -> tuple[int, bytes, bytes | None]:
     """Check the envelope; returns `(flags, body, signature or None)`. The version is checked first."""
     if not isinstance(envelope, list):
-        raise ReportError(f"envelope is {_type_name(envelope)}, not an array")
+        raise ReportError(f"envelope is {type_name(envelope)}, not an array")
     if not envelope:
         raise ReportError("envelope is empty")
-    version = _int_field(envelope[0], "version")
+    version = int_field(envelope[0], "version")
     if version != FORMAT_VERSION:
         raise ReportError(f"version {version} not supported")
     if len(envelope) not in (3, 4):
         raise ReportError(f"envelope has {len(envelope)} items, not 3 or 4")
-    flags = _int_field(envelope[1], "flags")
+    flags = int_field(envelope[1], "flags")
     if flags & ~_KNOWN_FLAGS:
         raise ReportError(f"unknown flags {flags:#x}")
     body = envelope[2]
     if not isinstance(body, bytes):
-        raise ReportError(f"body is {_type_name(body)}, not bytes")
+        raise ReportError(f"body is {type_name(body)}, not bytes")
     signature = envelope[3] if len(envelope) == 4 else None
     if signature is not None:
         if not isinstance(signature, bytes):
-            raise ReportError(f"signature is {_type_name(signature)}, not bytes")
+            raise ReportError(f"signature is {type_name(signature)}, not bytes")
         if len(signature) != SIGNATURE_BYTES:
             raise ReportError(f"signature is {len(signature)} bytes, not {SIGNATURE_BYTES}")
     return flags, body, signature
@@ -545,20 +571,20 @@ def _decompress(body: bytes, max_bytes: int) -> bytes:
 
 def _parse_body(fields: Any, expected_dimensions: list[str] | None, rate_dtype: np.dtype) -> _Body:
     if not isinstance(fields, list):
-        raise ReportError(f"body is {_type_name(fields)}, not an array")
+        raise ReportError(f"body is {type_name(fields)}, not an array")
     if len(fields) != _BODY_ITEMS:
         raise ReportError(f"body has {len(fields)} items, not {_BODY_ITEMS}")
     broker, incarnation, seq, sent_at_ms, interval_ms, dimensions, ids, usage, demand, dictionary = fields
-    _check_header(broker, incarnation, seq, sent_at_ms, interval_ms)
+    check_header(broker, incarnation, seq, sent_at_ms, interval_ms)
     if not isinstance(dimensions, list):
-        raise ReportError(f"dimensions is {_type_name(dimensions)}, not an array")
+        raise ReportError(f"dimensions is {type_name(dimensions)}, not an array")
     if dimensions != expected_dimensions:
-        _check_dimensions(dimensions)
-    id_width, id_bytes = _id_bytes(ids, "group ids")
+        check_dimensions(dimensions)
+    id_width, id_bytes = id_column(ids, "group ids")
     n_entries = len(id_bytes) // id_width
-    _check_rate_bytes(usage, n_entries, len(dimensions), rate_dtype, "usage")
+    check_rate_bytes(usage, n_entries, len(dimensions), rate_dtype, "usage")
     if demand is not None:
-        _check_rate_bytes(demand, n_entries, len(dimensions), rate_dtype, "demand")
+        check_rate_bytes(demand, n_entries, len(dimensions), rate_dtype, "demand")
     return _Body(
         broker,
         incarnation,
@@ -566,209 +592,11 @@ def _parse_body(fields: Any, expected_dimensions: list[str] | None, rate_dtype: 
         sent_at_ms,
         interval_ms,
         tuple(dimensions),
-        _ID_DTYPES[id_width],
+        ID_DTYPES[id_width],
         id_bytes,
         rate_dtype,
         usage,
         demand,
-        None if dictionary is None else _unpack_dictionary(dictionary),
+        None if dictionary is None else unpack_dictionary(dictionary),
         n_entries,
     )
-
-
-def _check_header(broker: Any, incarnation: Any, seq: Any, sent_at_ms: Any, interval_ms: Any) -> None:
-    if not isinstance(broker, str):
-        raise ReportError(f"broker is {_type_name(broker)}, not str")
-    if not broker:
-        raise ReportError("broker is empty")
-    _int_field(incarnation, "incarnation")
-    _int_field(seq, "seq")
-    _int_field(sent_at_ms, "sent_at_ms")
-    if _int_field(interval_ms, "interval_ms") == 0:
-        raise ReportError("interval_ms is 0")
-
-
-def _as_int(value: Any) -> Any:
-    """A numpy integer as a Python int, which msgpack can pack; anything else is left to the checks."""
-    return int(value) if isinstance(value, np.integer) else value
-
-
-def _int_field(value: Any, name: str) -> int:
-    """A non-negative int that fits in int64 (bool, which is an int to Python, is refused)."""
-    if type(value) is not int:
-        raise ReportError(f"{name} is {_type_name(value)}, not int")
-    if value < 0:
-        raise ReportError(f"{name} is negative: {value}")
-    if value > _INT64_MAX:
-        raise ReportError(f"{name} is over 2**63 - 1")
-    return value
-
-
-def _check_dimensions(dimensions: list[Any]) -> None:
-    if not dimensions:
-        raise ReportError("no dimensions")
-    for dimension in dimensions:
-        if not isinstance(dimension, str) or dimension not in DIMENSIONS:
-            raise ReportError(f"unknown dimension {dimension!r}")
-    if len(set(dimensions)) != len(dimensions):
-        raise ReportError("a dimension repeats")
-
-
-def _ids_array(ids: Any, what: str) -> np.ndarray:
-    """The sender's ids as int64[n]: any integer dtype that fits, or an empty array of any dtype."""
-    try:
-        array = np.asarray(ids)
-    except (TypeError, ValueError, OverflowError) as error:
-        raise ReportError(f"{what} are not an array") from error
-    if array.ndim != 1:
-        raise ReportError(f"{what} have shape {array.shape}, not (n,)")
-    if array.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    if array.dtype.kind not in "iu":
-        raise ReportError(f"{what} are {array.dtype}, not integers")
-    if array.dtype.kind == "u" and array.max() > _INT64_MAX:
-        raise ReportError(f"one of the {what} is over 2**63 - 1")
-    return array.astype(np.int64, copy=False)
-
-
-def _pack_ids(ids: np.ndarray) -> list[Any]:
-    """`[width, bytes]` with the fewest bytes per id (1, 2, 4 or 8) that hold every id."""
-    largest = int(ids.max()) if ids.size else 0
-    width = next((w for w in (1, 2, 4) if largest < 256**w), 8)
-    return [width, ids.astype(_ID_DTYPES[width], copy=False).tobytes()]
-
-
-def _id_bytes(ids: Any, what: str) -> tuple[int, bytes]:
-    """`(width, bytes)` of a `[width, bytes]` id column, checked."""
-    if not isinstance(ids, list) or len(ids) != 2:
-        raise ReportError(f"{what} are not a [width, bytes] pair")
-    width, data = ids
-    if type(width) is not int or width not in _ID_DTYPES:
-        raise ReportError(f"{what} width {width!r} not in 1, 2, 4, 8")
-    if not isinstance(data, bytes):
-        raise ReportError(f"{what} are {_type_name(data)}, not bytes")
-    if len(data) % width:
-        raise ReportError(f"{what} are {len(data)} bytes, not a multiple of {width}")
-    return width, data
-
-
-def _unpack_ids(ids: Any, what: str) -> np.ndarray:
-    width, data = _id_bytes(ids, what)
-    return np.frombuffer(data, dtype=_ID_DTYPES[width]).astype(np.int64, copy=False)
-
-
-def _check_ids(ids: np.ndarray, what: str) -> None:
-    """Non-negative and unique, vectorised: increasing ids (what a broker sends) need no sort (~50 us for 5,000)."""
-    if ids.size == 0:
-        return
-    if ids.min() < 0:
-        raise ReportError(f"negative {what} {ids.min()}")
-    if (ids[1:] > ids[:-1]).all():
-        return
-    ordered = np.sort(ids)
-    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
-    if repeated.size:
-        shown = ", ".join(str(i) for i in np.unique(repeated)[:5])
-        raise ReportError(f"duplicate {what}s: {shown}")
-
-
-def _rates_array(rates: Any, name: str) -> np.ndarray:
-    try:
-        return np.asarray(rates, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise ReportError(f"{name} is not numeric") from error
-
-
-def _check_rate_bytes(data: Any, n_entries: int, n_dimensions: int, rate_dtype: np.dtype, name: str) -> None:
-    """Bytes of whole rows of `n_dimensions` rates of `rate_dtype`, one row per entry."""
-    if not isinstance(data, bytes):
-        raise ReportError(f"{name} is {_type_name(data)}, not bytes")
-    row_bytes = n_dimensions * rate_dtype.itemsize
-    if len(data) % row_bytes:
-        raise ReportError(f"{name} is {len(data)} bytes, not whole rows of {n_dimensions} {rate_dtype.name}")
-    if len(data) // row_bytes != n_entries:
-        raise ReportError(f"lengths differ: {n_entries} group ids, {len(data) // row_bytes} {name} rows")
-
-
-def _check_columns(group_ids: np.ndarray, usage: np.ndarray, demand: np.ndarray | None, D: int) -> None:
-    """Shapes agree, rates are finite and non-negative, ids are non-negative and unique (all vectorised)."""
-    _check_shapes(group_ids, usage, demand, D)
-    _check_values(group_ids, usage, demand)
-
-
-def _check_shapes(group_ids: np.ndarray, usage: np.ndarray, demand: np.ndarray | None, D: int) -> None:
-    n = len(group_ids)
-    for name, rates in (("usage", usage), ("demand", demand)):
-        if rates is None:
-            continue
-        if rates.ndim != 2:
-            raise ReportError(f"{name} has shape {rates.shape}, not (n, {D})")
-        if rates.shape[0] != n:
-            raise ReportError(f"lengths differ: {n} group ids, {rates.shape[0]} {name} rows")
-        if rates.shape[1] != D:
-            raise ReportError(f"{name} has {rates.shape[1]} columns for {D} dimensions")
-
-
-def _check_values(group_ids: np.ndarray, usage: np.ndarray, demand: np.ndarray | None) -> None:
-    for name, rates in (("usage", usage), ("demand", demand)):
-        if rates is None:
-            continue
-        if not np.isfinite(rates).all():
-            raise ReportError(f"{name} has NaN" if np.isnan(rates).any() else f"{name} has inf")
-        if (rates < 0).any():
-            raise ReportError(f"{name} has negative values")
-    _check_ids(group_ids, "group id")
-
-
-def _pack_dictionary(dictionary: Any) -> list[Any]:
-    if not isinstance(dictionary, dict):
-        raise ReportError(f"dictionary is {_type_name(dictionary)}, not a dict")
-    ids = _ids_array(list(dictionary), "dictionary ids")
-    names = list(dictionary.values())
-    try:
-        text = "\0".join(names)
-    except TypeError as error:
-        raise ReportError("a dictionary name is not str") from error
-    if names and text.count("\0") != len(names) - 1:
-        raise ReportError("a dictionary name contains NUL")
-    _check_dictionary(ids, names)
-    try:
-        return [_pack_ids(ids), text.encode()]
-    except UnicodeEncodeError as error:
-        raise ReportError("a dictionary name is not valid Unicode") from error
-
-
-def _unpack_dictionary(dictionary: Any) -> dict[int, str]:
-    if not isinstance(dictionary, list) or len(dictionary) != 2:
-        raise ReportError("dictionary is not an [ids, names] pair")
-    ids = _unpack_ids(dictionary[0], "dictionary ids")
-    blob = dictionary[1]
-    if not isinstance(blob, bytes):
-        raise ReportError(f"dictionary names are {_type_name(blob)}, not bytes")
-    try:
-        text = blob.decode()
-    except UnicodeDecodeError as error:
-        raise ReportError("dictionary names are not UTF-8") from error
-    names = text.split("\0") if text else []
-    _check_dictionary(ids, names)
-    return dict(zip(ids.tolist(), names, strict=True))
-
-
-def _check_dictionary(ids: np.ndarray, names: list[str]) -> None:
-    if len(ids) != len(names):
-        raise ReportError(f"lengths differ: {len(ids)} dictionary ids, {len(names)} names")
-    _check_ids(ids, "dictionary id")
-    if "" in names:
-        raise ReportError("a dictionary name is empty")
-    if len(set(names)) != len(names):
-        raise ReportError("dictionary names repeat")
-
-
-def _same_optional_array(a: np.ndarray | None, b: np.ndarray | None) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    return np.array_equal(a, b)
-
-
-def _type_name(value: Any) -> str:
-    return type(value).__name__

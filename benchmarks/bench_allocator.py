@@ -42,7 +42,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
-from common import environment, load_since, loadavg_1m, results_path, save_results
+from common import environment, load_since, loadavg_1m, results_path, save_results, timed_round
 
 from allocator import policies
 from allocator.broker_node import BrokerNode, NodeSettings
@@ -188,29 +188,10 @@ class _Cluster:
             inbox = [p for index, payloads in outgoing.items() for p in payloads]
             node = self.nodes[timed]
             demand = self.rng.poisson(self.mean[timed]).astype(np.float64)
-            clock = time.perf_counter
-            cpu0 = time.thread_time()
-            t0 = clock()
-            traffic = node.admit(demand, self.msg_bytes, now_s)
-            t1 = clock()
-            outbox = node.build_reports(traffic, now_s)
-            t2 = clock()
-            node.receive(inbox, now_s)
-            t3 = clock()
-            node.cleanup(now_s)
-            t4 = clock()
-            node.allocate()
-            t5 = clock()
-            cpu = time.thread_time() - cpu0
-            elapsed = t5 - t0
-            parts = {
-                "admit": t1 - t0,
-                "build_reports": t2 - t1,
-                "receive": t3 - t2,
-                "cleanup": t4 - t3,
-                "allocate": t5 - t4,
-                "cpu": cpu,
-            }
+            timed_result = timed_round(node, demand, self.msg_bytes, inbox, now_s)
+            elapsed = timed_result.seconds["total"]
+            parts = {name: value for name, value in timed_result.seconds.items() if name != "total"}
+            outbox = timed_result.outbox
             outgoing[timed] = [payload for _, payload in outbox.payloads]
             reported = int(outbox.reported.sum())
         for index in range(len(self.nodes)):

@@ -25,10 +25,9 @@ Run from the repository root: `python benchmarks/bench_node_scale.py` (prints a 
 from __future__ import annotations
 
 import os
-import time
 
 import numpy as np
-from common import environment, load_since, loadavg_1m, results_path, save_results
+from common import PHASES, environment, load_since, loadavg_1m, results_path, save_results, timed_round
 
 from allocator import policies
 from allocator.broker_node import BrokerNode, NodeSettings
@@ -41,7 +40,6 @@ OWNERS_PER_GROUP = 5
 QUOTA = 1_000.0
 DRIFT = 0.03  # the relative step of every mean offered load, each round
 TARGET_MS = 4.0
-PHASES = ("admit", "build_reports", "receive", "cleanup", "allocate")
 SETTINGS = NodeSettings(
     dimensions=("publish_msgs_per_s",),
     interval_s=1.0,
@@ -87,34 +85,20 @@ class _Cluster:
             outbox = node.build_reports(node.admit(demand, np.ones(len(demand)), now_s), now_s)
             inbox += [payload for _, payload in outbox.payloads]
         demand, msg_bytes = self._demand(0), np.ones(GROUPS_PER_BROKER)
-        node = self.node
-        clock = time.perf_counter
-        cpu0 = time.thread_time()
-        t0 = clock()
-        traffic = node.admit(demand, msg_bytes, now_s)
-        t1 = clock()
-        outbox = node.build_reports(traffic, now_s)
-        t2 = clock()
-        received = node.receive(inbox, now_s)
-        t3 = clock()
-        node.cleanup(now_s)
-        t4 = clock()
-        node.allocate()
-        t5 = clock()
-        cpu = time.thread_time() - cpu0
+        timed = timed_round(self.node, demand, msg_bytes, inbox, now_s)
+        outbox, received = timed.outbox, timed.inbox
         for topic, payload in outbox.payloads:
             peer = self.peers[topic]
             peer.receive([payload], now_s)
             peer.cleanup(now_s)
             peer.allocate()
-        seconds = dict(zip(PHASES, np.diff([t0, t1, t2, t3, t4, t5]).tolist(), strict=True))
         counts = {
             "payloads_sent": len(outbox.payloads),
             "groups_reported": int(outbox.reported.sum()),
             "payloads_received": len(inbox),
             "reports_accepted": received.accepted,
         }
-        return seconds | {"total": t5 - t0, "cpu": cpu}, counts
+        return timed.seconds, counts
 
 
 def time_rounds(seed: int, warmup: int, rounds: int) -> dict:

@@ -10,6 +10,8 @@ import json
 import os
 import platform
 import sys
+import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
@@ -56,3 +58,37 @@ def save_results(path: Path, result: dict[str, Any], *lines: str, announce: bool
     path.write_text(json.dumps(result, indent=2) + "\n")
     if announce:
         print(f"saved {path.relative_to(ROOT)}")
+
+
+PHASES = ("admit", "build_reports", "receive", "cleanup", "allocate")
+
+
+@dataclass(frozen=True)
+class TimedRound:
+    """One `BrokerNode` round timed phase by phase: `seconds` per phase of `PHASES` (wall clock), plus "total"
+    and "cpu" (the thread's CPU time, which load from other processes inflates much less); the round's
+    outbox and the receive's inbox counts."""
+
+    seconds: dict[str, float]
+    outbox: Any
+    inbox: Any
+
+
+def timed_round(node: Any, demand: Any, msg_bytes: Any, payloads: list[bytes], now_s: float) -> TimedRound:
+    """Run one round of `node` (admit `demand`, build its reports, receive `payloads`, clean up, allocate)."""
+    clock = time.perf_counter
+    cpu_start = time.thread_time()
+    stamps = [clock()]
+    traffic = node.admit(demand, msg_bytes, now_s)
+    stamps.append(clock())
+    outbox = node.build_reports(traffic, now_s)
+    stamps.append(clock())
+    inbox = node.receive(payloads, now_s)
+    stamps.append(clock())
+    node.cleanup(now_s)
+    stamps.append(clock())
+    node.allocate()
+    stamps.append(clock())
+    cpu = time.thread_time() - cpu_start
+    seconds = {phase: after - before for phase, before, after in zip(PHASES, stamps, stamps[1:], strict=False)}
+    return TimedRound(seconds | {"total": stamps[-1] - stamps[0], "cpu": cpu}, outbox, inbox)

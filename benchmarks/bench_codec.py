@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from common import environment, results_path, save_results
+from common import command_line, environment, results_path, save_results
 
 from allocator.codec import DIMENSIONS, UsageReport, decode_report, encode_report
 
@@ -193,5 +193,6 @@ def _table(result: dict) -> str:
 
 
 if __name__ == "__main__":
+    command_line(__doc__).parse_args()
     result = run()
     save_results(RESULTS, result, f"Python {result['python']}, best of {result['repeats']}", _table(result))

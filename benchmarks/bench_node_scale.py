@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from common import PHASES, environment, load_since, loadavg_1m, results_path, save_results, timed_round
+from common import PHASES, command_line, environment, load_since, loadavg_1m, results_path, save_results, timed_round
 
 from allocator import policies
 from allocator.broker_node import BrokerNode, NodeSettings
@@ -173,5 +173,6 @@ def _table(result: dict) -> str:
 
 
 if __name__ == "__main__":
+    command_line(__doc__).parse_args()
     result = run()
     save_results(RESULTS, result, f"Python {result['python']}, numpy {result['versions']['numpy']}", _table(result))

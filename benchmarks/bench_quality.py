@@ -395,7 +395,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="keep the run directories in this folder")
     parser.add_argument("--workers", type=int, help="runs at a time (default: one per CPU)")
     for name, known in (("policies", POLICIES), ("disturbances", DISTURBANCES), ("losses", LOSSES)):
-        subset_help = f"a subset, comma-separated: {', '.join(known)}"
+        subset_help = f"a subset, comma-separated: {', '.join(known)}".replace("%", "%%")  # argparse formats help
         parser.add_argument(f"--{name}", type=_names(name, known), default=tuple(known), help=subset_help)
     parser.add_argument("--params", default="{}", help="policy parameters as JSON, e.g. '{\"listen_rounds\": 0}'")
     args = parser.parse_args()

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from common import loadavg_1m, results_path, save_results
+from common import command_line, loadavg_1m, results_path, save_results
 
 from allocator.waterfill import max_min_fair
 from experiments.report import build_report
@@ -178,4 +178,5 @@ def run() -> dict:
 
 
 if __name__ == "__main__":
+    command_line(__doc__).parse_args()
     run()

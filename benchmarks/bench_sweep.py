@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from common import environment, load_since, loadavg_1m, results_path, save_results
+from common import command_line, environment, load_since, loadavg_1m, results_path, save_results
 
 from experiments.report.session import spark_session
 from experiments.sweep.execute import execute_sweep
@@ -132,6 +132,7 @@ def run(seeds: int = 4, max_parallel: int | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    command_line(__doc__).parse_args()
     result = run()
     print(
         f"{result['runs']} runs ({result['configurations']} configurations x {result['seeds']} seeds, "

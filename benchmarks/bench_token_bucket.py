@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from common import environment, results_path, save_results
+from common import command_line, environment, results_path, save_results
 from limits import RateLimitItemPerSecond
 from limits.storage import MemoryStorage
 from limits.strategies import FixedWindowRateLimiter, MovingWindowRateLimiter
@@ -138,6 +138,7 @@ def _table(result: dict) -> str:
 
 
 if __name__ == "__main__":
+    command_line(__doc__).parse_args()
     result = run()
     headline = f"{result['calls']:,} calls each, best of {result['repeats']}, Python {result['python']}"
     save_results(RESULTS, result, headline, _table(result))

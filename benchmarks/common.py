@@ -6,6 +6,7 @@ which puts `benchmarks/` on the path) makes the repository's packages importable
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -22,6 +23,14 @@ if str(ROOT) not in sys.path:  # run as a script: make the repository importable
     sys.path.insert(0, str(ROOT))
 
 RESULTS_DIR = ROOT / "benchmarks" / "results"
+
+
+def command_line(doc: str) -> argparse.ArgumentParser:
+    """The benchmark's command line: `--help` prints its docstring (what it measures and how to read it)."""
+    first, _, rest = doc.strip().partition("\n")
+    return argparse.ArgumentParser(
+        description=first, epilog=rest.strip(), formatter_class=argparse.RawDescriptionHelpFormatter
+    )
 
 
 def results_path(name: str) -> Path:

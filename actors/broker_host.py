@@ -68,7 +68,6 @@ class LogicalBroker:
             routes=plan.routes,
         )
         self.limited = limited
-        self.n_dimensions = len(host.node.dimensions)
         self.traffic: Traffic | None = None
         self.outbox: Outbox | None = None
 

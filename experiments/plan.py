@@ -67,7 +67,7 @@ def build_plan(scenario: Scenario) -> Plan:
     served = [_served_groups(broker, scenario.events, group_index) for broker in scenario.brokers]
     routes = _interest_routes(served, len(scenario.groups)) if interest else None
     brokers = tuple(
-        _broker_plan(scenario, index, spec, group_ids, routes, group_index)
+        _broker_plan(scenario, index, spec, group_ids, routes)
         for index, (spec, group_ids) in enumerate(zip(scenario.brokers, served, strict=True))
     )
     return Plan(
@@ -160,7 +160,6 @@ def _broker_plan(
     spec: BrokerSpec,
     group_ids: np.ndarray,
     interest_routes: list[Routes] | None,
-    group_index: Mapping[str, int],
 ) -> BrokerPlan:
     group_names = tuple(scenario.groups[gid].name for gid in group_ids.tolist())
     if interest_routes is None:

@@ -493,14 +493,16 @@ def _suspects(batch: ReportBatch) -> list[int]:
     """The reports with a rate that is negative or not finite, or an id that is negative or not greater than
     the one before it: one vectorised pass over every report of the batch."""
     ids, usage, demand = batch.group_ids, batch.usage, batch.demand
-    if not ids.size or (
+    if not ids.size:
+        return []
+    out_of_order = np.r_[False, ids[1:] <= ids[:-1]]  # against the entry before, in whichever report
+    starts = batch.offsets[1:-1]
+    out_of_order[starts[starts < len(ids)]] = False  # the first entry of a report has none before it
+    if (
         usage.min() >= 0 and usage.max() < np.inf and demand.min() >= 0 and demand.max() < np.inf  # a NaN fails
-        and ids.min() >= 0 and (ids[1:] > ids[:-1]).all()
+        and ids.min() >= 0 and not out_of_order.any()
     ):  # fmt: skip
         return []
-    first = batch.offsets[:-1][np.diff(batch.offsets) > 0]  # the first entry of each non-empty report
-    out_of_order = np.r_[False, ids[1:] <= ids[:-1]]
-    out_of_order[first] = False
     rates_ok = ((usage >= 0) & (usage < np.inf)).all(axis=1) & ((demand >= 0) & (demand < np.inf)).all(axis=1)
     suspect = ~rates_ok | (ids < 0) | out_of_order
     of_entry = np.repeat(np.arange(len(batch)), np.diff(batch.offsets))

@@ -1,19 +1,20 @@
 """The PIP-82, Doorman and water-filling rules: one function each, `(view, settings) -> limit[B, g]`.
 
 Every rule computes all brokers' rows of a chunk at once from the same view (broker-major, `[B, g]`); row b
-uses only the usages (and demands) of all brokers and broker b's own limit. A rule returns a new finite
-array, which `finish` then clamps. The time goes to numpy calls and temporaries, so the arithmetic works in
-place and selects by multiplying with masks rather than branching on them.
+uses only the usages (and demands) of all brokers and broker b's own limit. A rule returns a finite array,
+which `finish` then clamps: for `pip82_proportional`, `pip82_steal` and `max_min_fair_share` an
+`allocator.scratch` array (named after the rule), valid until that rule runs again in the thread. The time goes
+to numpy calls and temporaries, so the arithmetic works in place, in scratch arrays, and selects by multiplying
+with masks rather than branching on them.
 """
 
 from __future__ import annotations
-
-from functools import cache
 
 import numpy as np
 
 from allocator.policies.settings import Settings
 from allocator.policies.view import View, broker_sum
+from allocator.scratch import scratch
 from allocator.waterfill import water_level
 
 
@@ -41,7 +42,7 @@ def pip82_proportional(view: View, settings: Settings) -> np.ndarray:
     is the remedy).
     """
     used = view.total_usage > 0
-    share = view.usage / np.where(used, view.total_usage, 1.0)  # the usage fraction: no overflow
+    share = np.divide(view.usage, np.where(used, view.total_usage, 1.0), out=scratch("pip82_proportional", view.shape))
     share *= view.quota
     share += np.where(used, 0.0, view.equal_share)
     return share
@@ -71,17 +72,19 @@ def pip82_steal(view: View, settings: Settings) -> np.ndarray:
     helped, so with three or more brokers the split can stay short of max-min fair.
     """
     share = pip82_proportional(view, settings)
-    gap = _partner_usage(view) - view.usage  # > 0: the partner uses more; < 0: this broker dominates
+    shape = view.shape
+    gap = _partner_usage(view)
+    gap -= view.usage  # > 0: the partner uses more; < 0: this broker dominates
     stealing = view.throttled(settings.throttle_tolerance)
-    stealing &= gap > 0
-    steal = settings.steal_fraction * gap
+    stealing &= np.greater(gap, 0.0, out=scratch("steal.mask", shape, bool))
+    steal = np.multiply(gap, settings.steal_fraction, out=scratch("steal.steal", shape))
     steal += view.usage  # steal_fraction of the way to the partner's usage
     steal *= stealing
     np.maximum(share, steal, out=share)  # where not stealing, steal is 0 and the share (>= 0) stays
-    excess = share - view.usage
+    excess = np.subtract(share, view.usage, out=steal)
     excess -= view.residual  # share - (quota - sum(others' usage))
     np.maximum(excess, 0.0, out=excess)
-    excess *= gap < 0  # only a dominant broker yields
+    excess *= np.less(gap, 0.0, out=scratch("steal.mask", shape, bool))  # only a dominant broker yields
     share -= excess
     return share
 
@@ -121,7 +124,7 @@ def max_min_fair_share(view: View, settings: Settings) -> np.ndarray:
     Doorman's server approximates the level with two redistribution rounds, we compute it exactly.
     """
     wants = _wants(view, settings)
-    return np.minimum(wants, water_level(view.quota, wants))
+    return np.minimum(wants, water_level(view.quota, wants), out=scratch("max_min_fair_share", view.shape))
 
 
 def _wants(view: View, settings: Settings) -> np.ndarray:
@@ -130,7 +133,7 @@ def _wants(view: View, settings: Settings) -> np.ndarray:
     grow while its true demand is hidden behind the limit."""
     if view.demand is not None:
         return view.demand
-    beyond_usage = view.limit * (1.0 + settings.headroom)
+    beyond_usage = np.multiply(view.limit, 1.0 + settings.headroom, out=scratch("wants", view.shape))
     beyond_usage -= view.usage
     np.maximum(beyond_usage, 0.0, out=beyond_usage)
     beyond_usage *= view.throttled(settings.throttle_tolerance)
@@ -144,45 +147,46 @@ def _partner_usage(view: View) -> np.ndarray:
     is the lowest present usage; it plays no part (it is never throttled, and its usage 0 is not above it).
     The ranks come from comparing every pair of rows at once (a sort runs per group, ~8 times slower here).
     """
-    n_brokers, n_groups = view.usage.shape
-    rank = _stable_rank(np.where(view.present, view.usage, np.inf))
+    shape = view.shape
+    n_groups = shape[1]
+    rank = _stable_rank(view.usage if view.everyone_present else np.where(view.present, view.usage, np.inf))
     column = np.arange(n_groups)
-    at_rank = rank * n_groups
+    at_rank = np.multiply(rank, n_groups, out=scratch("partner.at_rank", shape, np.intp))
     at_rank += column  # flat index of the place of rank r in group j
-    by_rank = np.empty_like(view.usage)
+    by_rank = scratch("partner.by_rank", shape)
     by_rank.ravel()[at_rank] = view.usage  # row k: the usage of rank k
-    partner_rank = view.n_present.astype(np.intp) - 1 - rank
-    np.maximum(partner_rank, 0, out=partner_rank)
-    partner_rank *= n_groups
-    partner_rank += column
-    return np.take(by_rank, partner_rank)
+    if view.everyone_present:  # rank n - 1 - r in group j: (n - 1) * g + 2 * j - (r * g + j)
+        at_partner = np.subtract((shape[0] - 1) * n_groups + 2 * column, at_rank, out=at_rank)
+    else:
+        at_partner = np.subtract(view.n_present.astype(np.intp) - 1, rank, out=at_rank)
+        np.maximum(at_partner, 0, out=at_partner)  # an absent broker's partner: the lowest present usage
+        at_partner *= n_groups
+        at_partner += column
+    return np.take(by_rank, at_partner, out=scratch("partner.usage", shape))
 
 
 def _stable_rank(key: np.ndarray) -> np.ndarray:
-    """[B, g] the rank of each row's key within its column, ties by row: the number of rows before it in
-    (key, row) order, `#{c < b: key_c <= key_b} + #{c > b: key_c < key_b}`."""
-    n_rows = len(key)
-    lower, upper = _pairs(n_rows)
-    lower_first = key[lower] <= key[upper]  # [pairs, g]
-    rank = _rank_from_pairs(n_rows) @ lower_first.astype(np.float64)  # +1 to upper, -1 to lower where true
-    rank += np.arange(n_rows - 1, -1, -1, dtype=np.float64)[:, None]  # every pair counts for its lower row
-    return rank.astype(np.intp)
+    """[B, g] the rank (intp, `scratch`) of each row's key within its column, ties by row: the number of rows
+    before it in (key, row) order, `#{c < b: key_c <= key_b} + #{c > b: key_c < key_b}`.
 
-
-@cache
-def _pairs(n_rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """The rows c < b of every pair, as two index arrays."""
-    return np.triu_indices(n_rows, 1)
-
-
-@cache
-def _rank_from_pairs(n_rows: int) -> np.ndarray:
-    """[B, pairs] +1 in the upper row's place and -1 in the lower row's place of each pair."""
-    lower, upper = _pairs(n_rows)
-    matrix = np.zeros((n_rows, len(lower)))
-    matrix[upper, np.arange(len(lower))] = 1.0
-    matrix[lower, np.arange(len(lower))] = -1.0
-    return matrix
+    Every pair of rows is compared once; each row starts at the count of the pairs it is the lower row of, and
+    a comparison `key_c <= key_b` moves one from row c to row b. Counted in bytes while they fit (a bool adds
+    to a uint8 without a conversion), then widened for the index arithmetic.
+    """
+    n_rows, n_cols = key.shape
+    count_dtype = np.uint8 if n_rows <= np.iinfo(np.uint8).max else np.intp
+    count = scratch("rank.count", key.shape, count_dtype)
+    count[...] = np.arange(n_rows - 1, -1, -1, dtype=count_dtype)[:, None]  # every pair counts for its lower row
+    lower_first = scratch("rank.lower_first", (n_cols,), bool)
+    step = lower_first.view(np.uint8) if count_dtype == np.uint8 else lower_first
+    for lower in range(n_rows):
+        for upper in range(lower + 1, n_rows):
+            np.less_equal(key[lower], key[upper], out=lower_first)
+            count[upper] += step
+            count[lower] -= step
+    rank = scratch("rank", key.shape, np.intp)
+    np.copyto(rank, count)
+    return rank
 
 
 def safe_max_min_fair_share(view: View, settings: Settings) -> np.ndarray:

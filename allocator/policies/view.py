@@ -2,13 +2,12 @@
 by every policy.
 
 The policies compute on chunks of at most `CHUNK_ENTRIES` entries laid out broker-major, `[B, g]` (row b is
-broker b over the g groups of the chunk), for two reasons measured at 5,000 groups x 5 brokers:
-
-- A [5,000, 5] temporary is 200 KB, above glibc's initial 128 KB mmap threshold: until the process has freed
-  a larger block, every such temporary is a fresh mapping whose page faults cost ~20 times its arithmetic.
-  A chunk's temporaries stay on the heap and in cache.
-- Per-group values ([g]) broadcast along contiguous rows, and a sum over brokers adds B rows; in the
-  group-major layout both run an inner loop over 5 entries and are ~5 times slower.
+broker b over the g groups of the chunk): per-group values ([g]) broadcast along contiguous rows, and a sum over
+brokers adds B rows; in the group-major layout both run an inner loop over 5 entries and are ~5 times slower.
+A chunk's [B, g] temporaries that no caller keeps (the view's own arrays, a rule's intermediate steps and
+result) are `allocator.scratch` arrays, allocated once per thread: a chunk is as large as keeps those few MB
+bounded, since every chunk costs its numpy calls again (~100 of them, ~1 us each), and 5,000 groups x 5
+brokers is one chunk.
 """
 
 from __future__ import annotations
@@ -19,8 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from allocator.policies.settings import Settings
+from allocator.scratch import scratch
 
-CHUNK_ENTRIES = 4096  # a float64 temporary of a chunk is at most 32 KB
+CHUNK_ENTRIES = 32768  # a float64 temporary of a chunk is at most 256 KB
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Inputs:
 @dataclass(frozen=True)
 class View:
     """The arrays a rule reads for a chunk of g groups, checked and masked, broker-major: absent entries hold 0
-    in `usage` and `demand`.
+    in `usage` and `demand`. The [B, g] arrays are `scratch`: valid until the next `make_view` in this thread.
 
     `quota` is 0 for unlimited groups so that rules compute quietly; `finish` marks those groups -1.
     `limited` says where a present broker's own limit is a finite non-negative number (a negative or infinite
@@ -57,6 +57,12 @@ class View:
     limited: np.ndarray  # [B, g] bool, False where absent
     n_present: np.ndarray  # [g], a count held as float64
     total_usage: np.ndarray  # [g], the usages added broker by broker
+    everyone_present: bool = False  # every broker of the chunk is present: masking by `present` changes nothing
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(B, g): the shape of the chunk's broker-major arrays."""
+        return self.usage.shape
 
     @property
     def residual(self) -> np.ndarray:
@@ -70,7 +76,8 @@ class View:
 
     def throttled(self, tolerance: float) -> np.ndarray:
         """[B, g] a present broker using its own limit up to `tolerance` is taken as throttled."""
-        throttled = self.usage >= self.limit * (1.0 - tolerance)
+        held_at = np.multiply(self.limit, 1.0 - tolerance, out=scratch("throttled.held_at", self.limit.shape))
+        throttled = self.usage >= held_at
         throttled &= self.limited
         return throttled
 
@@ -114,16 +121,20 @@ def make_view(inputs: Inputs, rows: slice) -> View:
     Usage and demand must be finite and non-negative for present brokers, a present broker's limit not NaN.
     The chunks are checked in order, so of several bad values the first in row order is named.
     """
-    present = inputs.present[rows].T.copy()
-    usage = _rates("usage", inputs.usage[rows].T, present)
-    demand = None if inputs.demand is None else _rates("demand", inputs.demand[rows].T, present)
-    limit = inputs.limit[rows].T.copy()
+    shape = inputs.usage[rows].T.shape
+    present = _transposed("view.present", inputs.present[rows], bool)
+    everyone = bool(present.all())
+    usage = _rates("usage", inputs.usage[rows], present, everyone)
+    demand = None if inputs.demand is None else _rates("demand", inputs.demand[rows], present, everyone)
+    limit = _transposed("view.limit", inputs.limit[rows], np.float64)
     if limit.size and np.isnan(limit.min()) and (present & np.isnan(limit)).any():
         raise ValueError("limit: NaN for a present broker")
-    limited = limit >= 0
-    limited &= limit < np.inf
+    limited = np.greater_equal(limit, 0.0, out=scratch("view.limited", shape, bool))
+    limited &= np.less(limit, np.inf, out=scratch("view.finite", shape, bool))
     limited &= present
-    np.copyto(limit, 0.0, where=~limited)
+    if not limited.all():
+        np.copyto(limit, 0.0, where=~limited)
+    n_present = np.full(present.shape[1], float(len(present))) if everyone else broker_sum(present)
     return View(
         quota=inputs.quota[rows],
         unlimited=inputs.unlimited[rows],
@@ -132,14 +143,15 @@ def make_view(inputs: Inputs, rows: slice) -> View:
         demand=demand,
         present=present,
         limited=limited,
-        n_present=np.add.reduce(present, axis=0, dtype=np.float64),
+        n_present=n_present,
         total_usage=broker_sum(usage),
+        everyone_present=everyone,
     )
 
 
 def broker_sum(values: np.ndarray) -> np.ndarray:
-    """[g] the sum over brokers of `values [B, g]`, added row by row: the same rounding whatever the chunk's shape
-    (numpy sums a [B, 1] array pairwise)."""
+    """[g] the sum over brokers of `values [B, g]` as float64, added row by row: the same rounding whatever the
+    chunk's shape (numpy sums a [B, 1] array pairwise)."""
     total = np.zeros(values.shape[1])
     for row in values:
         total += row
@@ -163,10 +175,19 @@ def _matrix(name: str, values: np.ndarray, shape: tuple[int, int]) -> np.ndarray
     return values
 
 
-def _rates(name: str, values: np.ndarray, present: np.ndarray) -> np.ndarray:
-    """Per-second rates [B, g]: finite and non-negative where the broker is present; absent entries read as 0."""
-    rates = np.zeros(present.shape)
-    np.copyto(rates, values, where=present)
+def _transposed(name: str, values: np.ndarray, dtype: type) -> np.ndarray:
+    """`values [g, B]` as a broker-major `scratch` array [B, g]."""
+    transposed = scratch(name, values.T.shape, dtype)
+    np.copyto(transposed, values.T)
+    return transposed
+
+
+def _rates(name: str, values: np.ndarray, present: np.ndarray, everyone: bool) -> np.ndarray:
+    """Per-second rates [B, g] of `values [g, B]`: finite and non-negative where the broker is present; absent
+    entries read as 0. (No mask at all when `everyone` is present; a masked `np.copyto` costs ~5 ns an entry.)"""
+    rates = _transposed(f"view.{name}", values, np.float64)
+    if not everyone:
+        np.copyto(rates, 0.0, where=~present)
     if rates.size and not (rates.min() >= 0 and rates.max() < np.inf):  # a NaN fails both
         wrong = rates.T[~((rates.T >= 0) & (np.inf > rates.T))][0]  # the first in row order
         raise ValueError(f"{name}: must be finite and non-negative for present brokers, got {wrong}")
@@ -191,7 +212,10 @@ def finish(new_limit: np.ndarray, view: View, settings: Settings, out: np.ndarra
         np.maximum(new_limit, own - largest_change, out=new_limit, where=anchored)
     if settings.min_share:
         np.maximum(new_limit, settings.min_share * view.equal_share, out=new_limit)
-    np.maximum(new_limit, 0.0, out=new_limit)
-    np.multiply(new_limit, view.present, out=out)  # rules are finite everywhere, so absent entries become 0
+    if view.everyone_present:
+        np.maximum(new_limit, 0.0, out=out)
+    else:
+        np.maximum(new_limit, 0.0, out=new_limit)
+        np.multiply(new_limit, view.present, out=out)  # rules are finite everywhere, so absent entries become 0
     if view.unlimited.any():
         np.copyto(out, -1.0, where=view.present & view.unlimited)

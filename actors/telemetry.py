@@ -1,4 +1,5 @@
-"""Parquet telemetry written as a run goes: `rounds/`, `messages/`, `events/` parts and `manifest.json`.
+"""Parquet telemetry written as a run goes: `rounds/`, `messages/`, `events/`, `throttles/` and `timings/`
+parts, and `manifest.json`.
 
 Rows are buffered and flushed as a new part file every `flush_every_rounds` rounds (or sooner, once
 `flush_rows` rows are buffered: a PIP-82-sized run writes 500,000 rows a round). A flush is written by a
@@ -46,6 +47,36 @@ ROUNDS_SCHEMA = pa.schema(
         ("reported", pa.bool_()),
         ("report_bytes", pa.float64()),
         ("incarnation", pa.int32()),
+        # quota telemetry (actors/quota_telemetry.py; docs/telemetry.md)
+        ("usage_fraction_of_limit", pa.float64()),
+        ("usage_fraction_of_quota", pa.float64()),
+        ("group_usage_fraction_of_quota", pa.float64()),
+        ("over_quota", pa.bool_()),
+        ("breach_age_s", pa.float64()),
+        ("throttle_events", pa.int32()),
+        ("report_age_max_s", pa.float64()),
+        ("report_age_mean_s", pa.float64()),
+    ]
+)
+THROTTLES_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("round", pa.int32()),
+        ("t_s", pa.float64()),
+        ("broker", pa.string()),
+        ("group", pa.string()),
+        ("reason", pa.string()),
+        ("throttle_events", pa.int32()),
+        ("throttled_s", pa.float64()),
+    ]
+)
+TIMINGS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("round", pa.int32()),
+        ("t_s", pa.float64()),
+        ("broker", pa.string()),
+        ("allocate_phase_s", pa.float64()),
     ]
 )
 MESSAGES_SCHEMA = pa.schema(
@@ -72,7 +103,13 @@ EVENTS_SCHEMA = pa.schema(
         ("detail", pa.string()),
     ]
 )
-SCHEMAS = {"rounds": ROUNDS_SCHEMA, "messages": MESSAGES_SCHEMA, "events": EVENTS_SCHEMA}
+SCHEMAS = {
+    "rounds": ROUNDS_SCHEMA,
+    "messages": MESSAGES_SCHEMA,
+    "events": EVENTS_SCHEMA,
+    "throttles": THROTTLES_SCHEMA,
+    "timings": TIMINGS_SCHEMA,
+}
 
 
 def library_versions() -> dict[str, str]:

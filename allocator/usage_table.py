@@ -172,6 +172,23 @@ class UsageTable:
         """Number of brokers present in this broker's view, per group."""
         return self.present.sum(axis=1)
 
+    def view_usage(self) -> np.ndarray:
+        """[G, D] each group's usage as this broker sees it: its own entry and every present peer entry, summed."""
+        n_slots = self.n_slots
+        return (self.usage[:, :n_slots] * self.present[:, :n_slots, None]).sum(axis=1)
+
+    def peer_entry_age_s(self, now_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """Per group, how long ago each present peer entry was last refreshed (by this broker's clock): the
+        oldest and the mean over the peers in view, NaN for a group with no peer in view."""
+        n_slots = self.n_slots
+        peers = self.present[:, :n_slots].copy()
+        peers[:, OWN] = False
+        age = np.where(peers, now_s - self._refreshed_s[:, :n_slots], 0.0)
+        count = peers.sum(axis=1)
+        oldest = np.where(count > 0, age.max(axis=1, initial=0.0), np.nan)
+        mean = np.divide(age.sum(axis=1), count, out=np.full(len(count), np.nan), where=count > 0)
+        return oldest, mean
+
     # -- internals -------------------------------------------------------------------------------
 
     def _merge_entries(self, batch: ReportBatch, live: np.ndarray, senders: np.ndarray, now_s: float) -> np.ndarray:

@@ -166,6 +166,7 @@ class LogicalBroker:
             "incarnation": np.full(n_rows, self.state.incarnation, dtype=np.int32),
             "usage_fraction_of_limit": per_entry(quota.usage_fraction_of_limit),
             "usage_fraction_of_quota": per_entry(quota.usage_fraction_of_quota),
+            "group_usage": per_entry(quota.group_usage),
             "group_usage_fraction_of_quota": per_entry(quota.group_usage_fraction_of_quota),
             "over_quota": per_entry(quota.over_quota),
             "breach_age_s": per_entry(quota.breach_age_s),

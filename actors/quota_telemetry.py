@@ -38,7 +38,8 @@ class QuotaRound:
 
     usage_fraction_of_limit: np.ndarray  # [G, D] own usage / the local limit it was admitted under (0: unlimited)
     usage_fraction_of_quota: np.ndarray  # [G, D] own usage / the group's quota
-    group_usage_fraction_of_quota: np.ndarray  # [G, D] usage of every broker in view / the group's quota
+    group_usage: np.ndarray  # [G, D] usage of every broker in view: its own and the peers' entries
+    group_usage_fraction_of_quota: np.ndarray  # [G, D] group_usage / the group's quota
     over_quota: np.ndarray  # bool[G, D]: the usage in view is over the quota
     breach_age_s: np.ndarray  # [G, D] seconds since the current breach began (0 when not over quota)
     report_age_max_s: np.ndarray  # [G] oldest of the peers' freshest entries (NaN: no peer in view)
@@ -86,6 +87,7 @@ class QuotaTracker:
         return QuotaRound(
             usage_fraction_of_limit=fraction(usage, admitted_limit),
             usage_fraction_of_quota=fraction(usage, quota),
+            group_usage=group_usage,
             group_usage_fraction_of_quota=fraction(group_usage, quota),
             over_quota=over,
             breach_age_s=np.where(over, t_s - since, 0.0),

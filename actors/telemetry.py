@@ -24,7 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -50,6 +50,7 @@ ROUNDS_SCHEMA = pa.schema(
         # quota telemetry (actors/quota_telemetry.py; docs/telemetry.md)
         ("usage_fraction_of_limit", pa.float64()),
         ("usage_fraction_of_quota", pa.float64()),
+        ("group_usage", pa.float64()),
         ("group_usage_fraction_of_quota", pa.float64()),
         ("over_quota", pa.bool_()),
         ("breach_age_s", pa.float64()),
@@ -112,6 +113,14 @@ SCHEMAS = {
 }
 
 
+class TelemetryObserver(Protocol):
+    """Sees every batch of rows as the driver adds it (names as codes, as given), and the end of each round."""
+
+    def add(self, table: str, columns: dict[str, Any]) -> None: ...
+
+    def end_round(self, round_index: int) -> None: ...
+
+
 def library_versions() -> dict[str, str]:
     """The versions of Python and of the libraries a run's numbers depend on (read from the installed
     packages' metadata: importing Ray just to ask would cost a local run most of a second)."""
@@ -149,6 +158,7 @@ class TelemetryWriter:
         self._rounds_since_flush = 0
         self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quotalab-telemetry")
         self._writing: Future[None] | None = None
+        self.observers: list[TelemetryObserver] = []  # see what is written as it is (live metrics)
         self.manifest = {
             "run_id": run_id,
             **manifest,
@@ -170,6 +180,8 @@ class TelemetryWriter:
             return
         self._buffers[table].append(columns)
         self._buffered_rows += n_rows
+        for observer in self.observers:
+            observer.add(table, columns)
 
     def _table(self, table: str, columns: dict[str, Any]) -> pa.Table:
         n_rows = len(next(iter(columns.values())))
@@ -184,6 +196,8 @@ class TelemetryWriter:
 
     def end_round(self, round_index: int) -> None:
         self.manifest["rounds_completed"] = round_index + 1
+        for observer in self.observers:
+            observer.end_round(round_index)
         self._rounds_since_flush += 1
         if self._rounds_since_flush >= self.flush_every_rounds or self._buffered_rows >= self.flush_rows:
             self.flush()

@@ -39,6 +39,7 @@ def rounds_row(
         "incarnation": 1,
         "usage_fraction_of_limit": float(fraction(np.float64(usage), np.float64(quota / 2))),
         "usage_fraction_of_quota": float(fraction(np.float64(usage), np.float64(quota))),
+        "group_usage": float(usage),
         "group_usage_fraction_of_quota": float(fraction(np.float64(usage), np.float64(quota))),
         "over_quota": False,
         "breach_age_s": 0.0,

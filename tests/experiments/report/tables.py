@@ -100,15 +100,16 @@ def write_run(
     rounds: list[dict[str, Any]],
     messages: list[dict[str, Any]],
     events: list[dict[str, Any]],
+    more_tables: dict[str, list[dict[str, Any]]] | None = None,
     **manifest: Any,
 ) -> Path:
     """A run directory as the runtime writes it: manifest.json and a directory of Parquet parts per table.
 
     Each table is split in two parts (as batches are written during a run); an empty table has no part (the
-    tables not given, `throttles` and `timings`, are empty).
+    other tables, `throttles` and `timings`, are empty unless given in `more_tables`).
     """
     run_dir = root / run_id
-    given = {"rounds": rounds, "messages": messages, "events": events}
+    given = {"rounds": rounds, "messages": messages, "events": events, **(more_tables or {})}
     for name in SCHEMAS:
         rows = given.get(name, [])
         table_dir = run_dir / name

@@ -111,6 +111,7 @@ class LiveMetrics:
         self._lock = threading.Lock()
         self._pending: list[tuple[str, dict[str, Any]]] = []
         self._brokers: dict[str, _Broker] = {}
+        self._gone_at: dict[str, int] = {}  # broker -> round it crashed or left
         self._reported: dict[tuple[str, str], int] = defaultdict(int)
         self._updates: dict[tuple[str, str], int] = defaultdict(int)
         self._throttle_events: dict[tuple[str, str, str], int] = defaultdict(int)
@@ -148,8 +149,10 @@ class LiveMetrics:
             return
         usage, group_usage = np.asarray(columns["usage"]), np.asarray(columns["group_usage"])
         rows["remote_usage"] = np.maximum(group_usage - usage, 0.0).tolist()
-        broker = rows["broker"][0]
-        self._brokers[broker] = _Broker(rows["round"][0], rows)
+        broker, round_index = rows["broker"][0], rows["round"][0]
+        if round_index <= self._gone_at.get(broker, -1):
+            return  # a tick from before the crash, drained after it: not the broker's current state
+        self._brokers[broker] = _Broker(round_index, rows)
         seen: set[str] = set()  # a group has a row per dimension its quota names: count it once
         for group, reported in zip(rows["group"], rows["reported"], strict=True):
             if group not in seen:
@@ -170,9 +173,11 @@ class LiveMetrics:
             self._durations[broker].add(seconds)
 
     def _apply_events(self, columns: dict[str, Any]) -> None:
-        for kind, target in zip(self._decoded(columns, "kind"), self._decoded(columns, "target"), strict=True):
+        events = zip(*(self._decoded(columns, column) for column in ("round", "kind", "target")), strict=True)
+        for round_index, kind, target in events:
             if kind in GONE:
                 self._brokers.pop(target, None)
+                self._gone_at[target] = round_index
 
     # -- the collector ---------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow.dataset as ds
 import yaml
@@ -20,10 +21,12 @@ from actors.backends import make_backend
 from actors.lockstep import run_lockstep
 from actors.telemetry import TelemetryWriter
 from experiments.errors import UserError
-from experiments.live_metrics import LiveMetrics, MetricsServer
 from experiments.plan import build_plan
 from experiments.scenario import load_scenario
 from experiments.scenario.spec import Scenario
+
+if TYPE_CHECKING:
+    from experiments.live_metrics import MetricsServer
 
 
 def default_run_dir(scenario: Scenario) -> Path:
@@ -80,8 +83,13 @@ def run_scenario(
     }
     brokers = [broker.name for broker in plan.brokers]
     names = {"broker": brokers, "group": plan.group_names, "dimension": plan.dimensions}
-    server = _serve_metrics(metrics, names) if metrics is not None else None
-    writer = TelemetryWriter(run_dir, run_dir.name, manifest, names)
+    server = _serve_metrics(metrics, names) if metrics is not None else None  # a port in use: before any file
+    try:
+        writer = TelemetryWriter(run_dir, run_dir.name, manifest, names)
+    except BaseException:
+        if server is not None:
+            server.stop()
+        raise
     if server is not None:
         writer.observers.append(server.metrics)
         if progress:
@@ -110,6 +118,8 @@ def run_scenario(
 
 
 def _serve_metrics(address: MetricsAddress, names: dict[str, list[str]]) -> MetricsServer:
+    from experiments.live_metrics import LiveMetrics, MetricsServer  # prometheus_client only when asked
+
     try:
         return MetricsServer(LiveMetrics(names), address.host, address.port)
     except OSError as error:

@@ -20,8 +20,9 @@ import pyarrow.dataset as ds
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from actors.telemetry import SCHEMAS
 from experiments.cli import main
-from experiments.live_metrics import PULSAR, metric_names
+from experiments.live_metrics import PULSAR, LiveMetrics, metric_names
 from experiments.run import MetricsAddress, run_scenario
 from experiments.scenario import parse_scenario
 
@@ -185,6 +186,39 @@ def test_a_port_in_use_is_refused_in_one_line(tmp_path, capsys):
         status = main(["run", str(scenario), "--out", str(tmp_path / "run"), "--metrics-port", str(port)])
     assert status == 2
     assert capsys.readouterr().err.startswith(f"quotalab run: --metrics-port {port}: cannot serve on 127.0.0.1 (")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_broker_that_crashed_drops_its_gauges_and_its_late_rows_are_ignored():
+    live = LiveMetrics({"broker": ["b1", "b2"], "group": ["g"], "dimension": ["publish_msgs_per_s"]})
+
+    def rows(broker: int, round_index: int, usage: float) -> dict[str, np.ndarray]:
+        """One `rounds` row as a host hands it over: names as codes, every other column 0 but those given."""
+        columns = {field.name: [0] for field in SCHEMAS["rounds"] if field.name != "run_id"}
+        columns |= {"round": [round_index], "broker": [broker], "usage": [usage], "group_usage": [usage]}
+        return {name: np.array(values) for name, values in columns.items()}
+
+    def used() -> dict[str, float]:
+        [family] = [family for family in live.collect() if family.name == f"{PULSAR}messages_used"]
+        return {sample.labels["broker"]: sample.value for sample in family.samples}
+
+    def updates() -> dict[str, float]:
+        [family] = [family for family in live.collect() if family.name == f"{PULSAR}updates"]
+        return {sample.labels["broker"]: sample.value for sample in family.samples}
+
+    live.add("rounds", rows(0, 0, 10.0))
+    live.add("rounds", rows(1, 0, 20.0))
+    assert used() == {}  # nothing is served before the driver ends the round
+    live.end_round(0)
+    assert used() == {"b1": 10.0, "b2": 20.0}
+    live.add("events", {"round": [1], "kind": ["crash"], "target": ["b2"]})
+    live.add("rounds", rows(1, 1, 21.0))  # b2's last tick, drained after its crash
+    live.end_round(1)
+    assert used() == {"b1": 10.0} and updates() == {"b1": 1, "b2": 1}  # cumulative values stay
+    live.add("events", {"round": [3], "kind": ["restart"], "target": ["b2"]})
+    live.add("rounds", rows(1, 3, 5.0))
+    live.end_round(3)
+    assert used() == {"b1": 10.0, "b2": 5.0} and updates()["b2"] == 2
 
 
 def dashboard_metrics(dashboard: dict[str, Any]) -> set[str]:

@@ -174,20 +174,27 @@ class UsageTable:
 
     def view_usage(self) -> np.ndarray:
         """[G, D] each group's usage as this broker sees it: its own entry and every present peer entry, summed."""
-        n_slots = self.n_slots
-        return (self.usage[:, :n_slots] * self.present[:, :n_slots, None]).sum(axis=1)
+        total = np.zeros((len(self.group_ids), self.usage.shape[2]))
+        for slot in range(self.n_slots):  # a column at a time, as in `peer_entry_age_s`
+            total += np.where(self.present[:, slot, None], self.usage[:, slot], 0.0)
+        return total
 
     def peer_entry_age_s(self, now_s: float) -> tuple[np.ndarray, np.ndarray]:
         """Per group, how long ago each present peer entry was last refreshed (by this broker's clock): the
-        oldest and the mean over the peers in view, NaN for a group with no peer in view."""
-        n_slots = self.n_slots
-        peers = self.present[:, :n_slots].copy()
-        peers[:, OWN] = False
-        age = np.where(peers, now_s - self._refreshed_s[:, :n_slots], 0.0)
-        count = peers.sum(axis=1)
-        oldest = np.where(count > 0, age.max(axis=1, initial=0.0), np.nan)
-        mean = np.divide(age.sum(axis=1), count, out=np.full(len(count), np.nan), where=count > 0)
-        return oldest, mean
+        oldest and the mean over the peers in view, NaN for a group with no peer in view.
+
+        A loop over the few slots, each a whole column: numpy's reductions along rows of 4 or 8 cost ~5x more."""
+        n_groups = len(self.group_ids)
+        oldest_refresh_s, refresh_sum_s, count = np.full(n_groups, np.inf), np.zeros(n_groups), np.zeros(n_groups)
+        for slot in range(OWN + 1, self.n_slots):
+            peer = self.present[:, slot]
+            refreshed_s = self._refreshed_s[:, slot]
+            np.minimum(oldest_refresh_s, np.where(peer, refreshed_s, np.inf), out=oldest_refresh_s)
+            refresh_sum_s += np.where(peer, refreshed_s, 0.0)
+            count += peer
+        heard = count > 0
+        mean_refresh_s = np.divide(refresh_sum_s, count, out=np.full(n_groups, np.nan), where=heard)
+        return np.where(heard, now_s - oldest_refresh_s, np.nan), now_s - mean_refresh_s
 
     # -- internals -------------------------------------------------------------------------------
 

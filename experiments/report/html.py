@@ -189,14 +189,33 @@ def _quota_section(run_id: str, quota: quota_telemetry.QuotaTelemetry) -> str:
     def of_run(frame: pd.DataFrame) -> pd.DataFrame:
         return frame[frame["run_id"] == run_id]
 
-    header = ["group", "dimension", "usage / limit: mean", "max", "group usage / quota: max", "rows over quota",
-              "longest breach (s)", "throttle events", "report age: mean (s)", "oldest (s)"]  # fmt: skip
+    header = [
+        "group",
+        "dimension",
+        "usage / limit: mean",
+        "max",
+        "group usage / quota: max",
+        "rows over quota",
+        "longest breach (s)",
+        "throttle events",
+        "report age: mean (s)",
+        "oldest (s)",
+    ]
     rows = [
-        [row.group, row.dimension, _fmt(row.usage_of_limit_mean), _fmt(row.usage_of_limit_max),
-         _fmt(row.group_usage_of_quota_max), _percent(row.over_quota_share), _fmt(row.longest_breach_s, 1),
-         row.throttle_events, _fmt(_number(row.report_age_mean_s), 2), _fmt(_number(row.report_age_max_s), 2)]
+        [
+            row.group,
+            row.dimension,
+            _fmt(row.usage_of_limit_mean),
+            _fmt(row.usage_of_limit_max),
+            _fmt(row.group_usage_of_quota_max),
+            _percent(row.over_quota_share),
+            _fmt(row.longest_breach_s, 1),
+            row.throttle_events,
+            _fmt(_number(row.report_age_mean_s), 2),
+            _fmt(_number(row.report_age_max_s), 2),
+        ]
         for row in of_run(quota.groups).itertuples()
-    ]  # fmt: skip
+    ]
     reasons = of_run(quota.reasons)
     reason_rows = [[r.group, r.reason, r.throttle_events, _fmt(r.throttled_s, 2)] for r in reasons.itertuples()]
     timings = of_run(quota.timings)

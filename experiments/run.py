@@ -187,7 +187,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="serve the run's Prometheus metrics at http://HOST:PORT/metrics while it runs (realtime mode only)",
     )
     parser.add_argument(
-        "--metrics-host", default="127.0.0.1", help="address to serve the metrics on (default: %(default)s)"
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="address to serve the metrics on (default: %(default)s; 0.0.0.0 for every interface)",
     )
     parser.set_defaults(handler=_handle)
 

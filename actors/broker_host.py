@@ -8,11 +8,13 @@ machine), the workload that offers it traffic, and its own clock. A `BrokerHost`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from actors.plan import BrokerPlan, HostPlan, Workload, component_rng
+from actors.quota_telemetry import GROUP_LIMIT, QuotaRound, QuotaTracker
 from actors.workload import rate_at
 from allocator.broker_node import BrokerNode, Outbox, Traffic
 
@@ -41,10 +43,12 @@ class Published:
 @dataclass(frozen=True)
 class Allocated:
     """A host's output of the allocate phase: each broker's telemetry columns (one row per group and limited
-    dimension; names as codes, see `LogicalBroker.rows`) and how many reports each broker rejected."""
+    dimension; names as codes, see `LogicalBroker.rows`), how many reports each broker rejected, and the rows
+    of the other tables (`LogicalBroker.side_tables`) as (table, columns)."""
 
     rows: list[dict[str, np.ndarray]]
     rejected: dict[str, int]
+    tables: list[tuple[str, dict[str, np.ndarray]]] = field(default_factory=list)
 
 
 class LogicalBroker:
@@ -70,6 +74,10 @@ class LogicalBroker:
         self.limited = limited
         self.traffic: Traffic | None = None
         self.outbox: Outbox | None = None
+        self.quota_tracker = QuotaTracker()
+        self.admitted_limit = np.zeros_like(self.node.limit)
+        self.quota_round: QuotaRound | None = None
+        self.allocate_phase_s = 0.0  # wall-clock seconds the last allocate phase took (timings table only)
 
     def local_time(self, t_s: float) -> float:
         """The broker's own clock: run time plus its offset, from a base far from zero so that a negative
@@ -93,6 +101,7 @@ class LogicalBroker:
     def publish_phase(self, round_index: int, t_s: float) -> Published:
         demand = self.offered_load(round_index)
         self.traffic = self.node.admit(demand, self.state.workload.msg_bytes, self.monotonic_time(t_s))
+        self.admitted_limit = self.node.limit.copy()  # the limits this round's traffic went through
         self.outbox = self.node.build_reports(self.traffic, self.local_time(t_s))
         return Published(self.plan.name, self.outbox.payloads, self.outbox.suppressed)
 
@@ -100,10 +109,17 @@ class LogicalBroker:
         self, payloads: list[bytes], dead: list[tuple[str, int]], round_index: int, t_s: float
     ) -> tuple[dict[str, np.ndarray], int]:
         """Receive, clean up and allocate; the telemetry rows and how many reports were rejected."""
+        started = time.perf_counter()
         now_s = self.local_time(t_s)
         inbox = self.node.receive(payloads, now_s)
         self.node.cleanup(now_s, [entry for entry in dead if entry[0] != self.plan.name])
         self.node.allocate()
+        self.allocate_phase_s = time.perf_counter() - started
+        assert self.traffic is not None, "allocate_phase before publish_phase"
+        throttled_s = {GROUP_LIMIT: self.traffic.throttled_s}  # the one reason the runtime knows today
+        self.quota_round = self.quota_tracker.update(
+            self.node, self.traffic.usage, self.admitted_limit, throttled_s, t_s, now_s
+        )
         return self.rows(round_index, t_s), inbox.rejected
 
     def set_quota(self, group_id: int, quota: np.ndarray, limited: np.ndarray) -> None:
@@ -121,8 +137,8 @@ class LogicalBroker:
         `broker` (its plan index), `group` (global id) and `dimension` (index into the plan's dimensions) are
         integer codes: the telemetry writer turns them into names, in Arrow, for a whole batch at once.
         """
-        node, traffic, outbox = self.node, self.traffic, self.outbox
-        assert traffic is not None and outbox is not None, "allocate_phase before publish_phase"
+        node, traffic, outbox, quota = self.node, self.traffic, self.outbox, self.quota_round
+        assert traffic is not None and outbox is not None and quota is not None, "allocate_phase before publish_phase"
         n_groups, n_dims = node.limit.shape
         limited = self.limited.ravel()
         n_rows = int(limited.sum())
@@ -148,7 +164,45 @@ class LogicalBroker:
             "reported": per_group(outbox.reported),
             "report_bytes": per_group(outbox.report_bytes),
             "incarnation": np.full(n_rows, self.state.incarnation, dtype=np.int32),
+            "usage_fraction_of_limit": per_entry(quota.usage_fraction_of_limit),
+            "usage_fraction_of_quota": per_entry(quota.usage_fraction_of_quota),
+            "group_usage": per_entry(quota.group_usage),
+            "group_usage_fraction_of_quota": per_entry(quota.group_usage_fraction_of_quota),
+            "over_quota": per_entry(quota.over_quota),
+            "breach_age_s": per_entry(quota.breach_age_s),
+            "throttle_events": per_group(quota.throttle_events),
+            "report_age_max_s": per_group(quota.report_age_max_s),
+            "report_age_mean_s": per_group(quota.report_age_mean_s),
         }
+
+    def side_tables(self, round_index: int, t_s: float) -> list[tuple[str, dict[str, np.ndarray]]]:
+        """This round's rows of the other tables: `throttles` (one per group and reason that throttled it)
+        and `timings` (the allocate phase's wall-clock duration; kept out of `rounds`, whose values are
+        identical on every backend for a seed)."""
+        quota = self.quota_round
+        assert quota is not None, "allocate_phase first"
+        group_ids = self.plan.group_ids.astype(np.int32)
+        throttles = []
+        for reason, throttling in quota.by_reason.items():
+            rows = np.flatnonzero((throttling.throttled_s > 0) | (throttling.events > 0))
+            throttles.append(
+                {
+                    "round": np.full(len(rows), round_index, dtype=np.int32),
+                    "t_s": np.full(len(rows), t_s),
+                    "broker": np.full(len(rows), self.plan.index, dtype=np.int32),
+                    "group": group_ids[rows],
+                    "reason": np.full(len(rows), reason, dtype=object),
+                    "throttle_events": throttling.events[rows],
+                    "throttled_s": throttling.throttled_s[rows],
+                }
+            )
+        timing = {
+            "round": np.array([round_index], dtype=np.int32),
+            "t_s": np.array([t_s]),
+            "broker": np.array([self.plan.index], dtype=np.int32),
+            "allocate_phase_s": np.array([self.allocate_phase_s]),
+        }
+        return [("throttles", columns) for columns in throttles] + [("timings", timing)]
 
 
 class BrokerHost:
@@ -191,7 +245,9 @@ class BrokerHost:
         """Receive, clean up and allocate for every hosted broker."""
         columns: list[dict[str, np.ndarray]] = []
         rejected: dict[str, int] = {}
+        tables: list[tuple[str, dict[str, np.ndarray]]] = []
         for name in sorted(self.brokers):
             rows, rejected[name] = self.brokers[name].allocate_phase(inboxes.get(name, []), dead, round_index, t_s)
             columns.append(rows)
-        return Allocated(columns, rejected)
+            tables += self.brokers[name].side_tables(round_index, t_s)
+        return Allocated(columns, rejected, tables)

@@ -1,4 +1,5 @@
-"""Parquet telemetry written as a run goes: `rounds/`, `messages/`, `events/` parts and `manifest.json`.
+"""Parquet telemetry written as a run goes: `rounds/`, `messages/`, `events/`, `throttles/` and `timings/`
+parts, and `manifest.json`.
 
 Rows are buffered and flushed as a new part file every `flush_every_rounds` rounds (or sooner, once
 `flush_rows` rows are buffered: a PIP-82-sized run writes 500,000 rows a round). A flush is written by a
@@ -23,7 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -46,6 +47,37 @@ ROUNDS_SCHEMA = pa.schema(
         ("reported", pa.bool_()),
         ("report_bytes", pa.float64()),
         ("incarnation", pa.int32()),
+        # quota telemetry (actors/quota_telemetry.py; docs/telemetry.md)
+        ("usage_fraction_of_limit", pa.float64()),
+        ("usage_fraction_of_quota", pa.float64()),
+        ("group_usage", pa.float64()),
+        ("group_usage_fraction_of_quota", pa.float64()),
+        ("over_quota", pa.bool_()),
+        ("breach_age_s", pa.float64()),
+        ("throttle_events", pa.int32()),
+        ("report_age_max_s", pa.float64()),
+        ("report_age_mean_s", pa.float64()),
+    ]
+)
+THROTTLES_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("round", pa.int32()),
+        ("t_s", pa.float64()),
+        ("broker", pa.string()),
+        ("group", pa.string()),
+        ("reason", pa.string()),
+        ("throttle_events", pa.int32()),
+        ("throttled_s", pa.float64()),
+    ]
+)
+TIMINGS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("round", pa.int32()),
+        ("t_s", pa.float64()),
+        ("broker", pa.string()),
+        ("allocate_phase_s", pa.float64()),
     ]
 )
 MESSAGES_SCHEMA = pa.schema(
@@ -72,7 +104,21 @@ EVENTS_SCHEMA = pa.schema(
         ("detail", pa.string()),
     ]
 )
-SCHEMAS = {"rounds": ROUNDS_SCHEMA, "messages": MESSAGES_SCHEMA, "events": EVENTS_SCHEMA}
+SCHEMAS = {
+    "rounds": ROUNDS_SCHEMA,
+    "messages": MESSAGES_SCHEMA,
+    "events": EVENTS_SCHEMA,
+    "throttles": THROTTLES_SCHEMA,
+    "timings": TIMINGS_SCHEMA,
+}
+
+
+class TelemetryObserver(Protocol):
+    """Sees every batch of rows as the driver adds it (names as codes, as given), and the end of each round."""
+
+    def add(self, table: str, columns: dict[str, Any]) -> None: ...
+
+    def end_round(self, round_index: int) -> None: ...
 
 
 def library_versions() -> dict[str, str]:
@@ -112,6 +158,7 @@ class TelemetryWriter:
         self._rounds_since_flush = 0
         self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quotalab-telemetry")
         self._writing: Future[None] | None = None
+        self.observers: list[TelemetryObserver] = []  # see what is written as it is (live metrics)
         self.manifest = {
             "run_id": run_id,
             **manifest,
@@ -133,6 +180,8 @@ class TelemetryWriter:
             return
         self._buffers[table].append(columns)
         self._buffered_rows += n_rows
+        for observer in self.observers:
+            observer.add(table, columns)
 
     def _table(self, table: str, columns: dict[str, Any]) -> pa.Table:
         n_rows = len(next(iter(columns.values())))
@@ -147,6 +196,8 @@ class TelemetryWriter:
 
     def end_round(self, round_index: int) -> None:
         self.manifest["rounds_completed"] = round_index + 1
+        for observer in self.observers:
+            observer.end_round(round_index)
         self._rounds_since_flush += 1
         if self._rounds_since_flush >= self.flush_every_rounds or self._buffered_rows >= self.flush_rows:
             self.flush()

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from common import command_line, loadavg_1m, results_path, save_results
 
@@ -50,6 +51,7 @@ def write_synthetic_run(run_dir: Path, seed: int = 82) -> int:
     base_demand = rng.lognormal(0.0, 0.5, size=(GROUPS, BROKERS))
     base_demand *= 1.2 * QUOTA / base_demand.sum(axis=1, keepdims=True)
     parts: list[dict[str, np.ndarray]] = []
+    breach_since = np.full(GROUPS, np.nan)
     for r in range(ROUNDS):
         demand, quota = base_demand.copy(), np.full(GROUPS, QUOTA)
         if r >= 50:
@@ -65,6 +67,9 @@ def write_synthetic_run(run_dir: Path, seed: int = 82) -> int:
         usage = np.clip(fair * noise, 0.0, demand)
         g, b = np.nonzero(present)
         n = len(g)
+        group_usage = (usage * present).sum(axis=1)
+        over = group_usage > quota
+        breach_since = np.where(over, np.where(np.isnan(breach_since), float(r), breach_since), np.nan)
         parts.append(
             {
                 "run_id": np.full(n, run_dir.name),
@@ -82,6 +87,15 @@ def write_synthetic_run(run_dir: Path, seed: int = 82) -> int:
                 "reported": np.ones(n, dtype=bool),
                 "report_bytes": np.full(n, 24.0),
                 "incarnation": np.where((b == 3) & (r >= 110), 2, 1).astype(np.int32),
+                "usage_fraction_of_limit": usage[g, b] / (fair[g, b] * 1.05),
+                "usage_fraction_of_quota": usage[g, b] / quota[g],
+                "group_usage": group_usage[g],
+                "group_usage_fraction_of_quota": group_usage[g] / quota[g],
+                "over_quota": over[g],
+                "breach_age_s": np.where(over, r - breach_since, 0.0)[g],
+                "throttle_events": np.zeros(n, dtype=np.int32),
+                "report_age_max_s": np.zeros(n),
+                "report_age_mean_s": np.zeros(n),
             }
         )
     rows = 0
@@ -93,6 +107,7 @@ def write_synthetic_run(run_dir: Path, seed: int = 82) -> int:
         rows += table.num_rows
     _write_messages(run_dir, rng)
     _write_events(run_dir)
+    _write_throttles_and_timings(run_dir, parts, rng)
     manifest = {
         "run_id": run_dir.name,
         "scenario_name": "bench-report",
@@ -141,6 +156,30 @@ def _write_events(run_dir: Path) -> None:
     )
     (run_dir / "events").mkdir()
     pq.write_table(table, run_dir / "events" / "part-00000.parquet")
+
+
+def _write_throttles_and_timings(run_dir: Path, parts: list[dict[str, np.ndarray]], rng: np.random.Generator) -> None:
+    """`throttles`: the throttled rows, one reason; `timings`: a broker's allocate phase, ~1 ms."""
+    rounds = pa.concat_tables(pa.table(part) for part in parts)
+    throttled = rounds.filter(pc.greater(rounds["throttled_s"], 0.0))
+    n = throttled.num_rows
+    throttles = throttled.select(["run_id", "round", "t_s", "broker", "group", "throttled_s"])
+    throttles = throttles.append_column("reason", pa.array(["group_limit"] * n))
+    throttles = throttles.append_column("throttle_events", pa.array(np.zeros(n, dtype=np.int32)))
+    (run_dir / "throttles").mkdir()
+    pq.write_table(throttles, run_dir / "throttles" / "part-00000.parquet")
+    round_index, broker = np.meshgrid(np.arange(ROUNDS, dtype=np.int32), np.arange(BROKERS), indexing="ij")
+    timings = pa.table(
+        {
+            "run_id": np.full(round_index.size, run_dir.name),
+            "round": round_index.ravel(),
+            "t_s": round_index.ravel().astype(np.float64),
+            "broker": np.array([f"broker-{b}" for b in broker.ravel()]),
+            "allocate_phase_s": rng.lognormal(np.log(0.001), 0.3, size=round_index.size),
+        }
+    )
+    (run_dir / "timings").mkdir()
+    pq.write_table(timings, run_dir / "timings" / "part-00000.parquet")
 
 
 def run() -> dict:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import signal
+import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow.dataset as ds
 import yaml
@@ -21,6 +24,9 @@ from experiments.errors import UserError
 from experiments.plan import build_plan
 from experiments.scenario import load_scenario
 from experiments.scenario.spec import Scenario
+
+if TYPE_CHECKING:
+    from experiments.live_metrics import MetricsServer
 
 
 def default_run_dir(scenario: Scenario) -> Path:
@@ -41,11 +47,30 @@ def scenario_manifest(scenario: Scenario) -> dict:
     }
 
 
-def run_scenario(scenario: Scenario, run_dir: Path, *, address: str | None = None, progress: bool = True) -> Path:
-    """Run `scenario` into `run_dir` (created); returns it. The manifest's status tells how it ended."""
+@dataclass(frozen=True)
+class MetricsAddress:
+    """Where `--metrics-port` serves the run's Prometheus metrics (`experiments/live_metrics.py`)."""
+
+    port: int
+    host: str = "127.0.0.1"
+
+
+def run_scenario(
+    scenario: Scenario,
+    run_dir: Path,
+    *,
+    address: str | None = None,
+    progress: bool = True,
+    metrics: MetricsAddress | None = None,
+) -> Path:
+    """Run `scenario` into `run_dir` (created); returns it. The manifest's status tells how it ended.
+
+    With `metrics`, the run's Prometheus metrics are served at `http://HOST:PORT/metrics` while it runs."""
     run_dir = Path(run_dir)
     if (run_dir / "manifest.json").exists():
         raise UserError(f"{run_dir}: already holds a run; choose another --out")
+    if metrics is not None and scenario.mode != "realtime":
+        raise UserError("--metrics-port: serves realtime runs only (add --mode realtime)")
     plan = build_plan(scenario)
     backend = make_backend(scenario.backend, address)
     manifest = {
@@ -58,7 +83,17 @@ def run_scenario(scenario: Scenario, run_dir: Path, *, address: str | None = Non
     }
     brokers = [broker.name for broker in plan.brokers]
     names = {"broker": brokers, "group": plan.group_names, "dimension": plan.dimensions}
-    writer = TelemetryWriter(run_dir, run_dir.name, manifest, names)
+    server = _serve_metrics(metrics, names) if metrics is not None else None  # a port in use: before any file
+    try:
+        writer = TelemetryWriter(run_dir, run_dir.name, manifest, names)
+    except BaseException:
+        if server is not None:
+            server.stop()
+        raise
+    if server is not None:
+        writer.observers.append(server.metrics)
+        if progress:
+            print(f"metrics: {server.url}", file=sys.stderr)
     bar = tqdm(total=scenario.rounds, desc=scenario.name, unit="round", disable=not progress, leave=False)
     status = "failed"
     restore = _terminate_as_interrupt()
@@ -77,7 +112,18 @@ def run_scenario(scenario: Scenario, run_dir: Path, *, address: str | None = Non
         restore()
         bar.close()
         writer.close(status)
+        if server is not None:
+            server.stop()
     return run_dir
+
+
+def _serve_metrics(address: MetricsAddress, names: dict[str, list[str]]) -> MetricsServer:
+    from experiments.live_metrics import LiveMetrics, MetricsServer  # prometheus_client only when asked
+
+    try:
+        return MetricsServer(LiveMetrics(names), address.host, address.port)
+    except OSError as error:
+        raise UserError(f"--metrics-port {address.port}: cannot serve on {address.host} ({error.strerror})") from None
 
 
 def _terminate_as_interrupt() -> Callable[[], None]:
@@ -134,7 +180,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--out", type=Path, help="the run directory itself (default: runs/<name>-<policy>-s<seed>-<time>)"
     )
     parser.add_argument("--address", help="Ray address of an existing cluster, e.g. 'auto' (ray backend)")
+    parser.add_argument(
+        "--metrics-port",
+        type=_port,
+        metavar="PORT",
+        help="serve the run's Prometheus metrics at http://HOST:PORT/metrics while it runs (realtime mode only)",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="address to serve the metrics on (default: %(default)s; 0.0.0.0 for every interface)",
+    )
     parser.set_defaults(handler=_handle)
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a TCP port, 1 to 65535")
+    return int(text)
 
 
 def _override(text: str) -> tuple[str, object]:
@@ -154,7 +218,8 @@ def _handle(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, overrides)
     if args.address and scenario.backend != "ray":
         scenario = dataclasses.replace(scenario, backend="ray")
-    run_dir = run_scenario(scenario, args.out or default_run_dir(scenario), address=args.address)
+    metrics = None if args.metrics_port is None else MetricsAddress(args.metrics_port, args.metrics_host)
+    run_dir = run_scenario(scenario, args.out or default_run_dir(scenario), address=args.address, metrics=metrics)
     print(final_table(run_dir))
     print(f"telemetry: {run_dir}")
     return 0

@@ -25,7 +25,8 @@ def build_report(
     """Report on `run_dirs` into `out_dir` and return the path of report.html.
 
     Writes summary.json, per_round.csv (per group and round), convergence.csv (per group and event),
-    bandwidth.csv (per run and round), per_broker.csv (per run and broker) and report.html. Uses `spark`
+    bandwidth.csv (per run and round), per_broker.csv (per run and broker), quota_telemetry.csv (per group and
+    dimension), throttled_by_reason.csv (per group and reason) and report.html. Uses `spark`
     when given, else the shared session on `master`.
     """
     # Imported here, not at the top: the CLI imports this package to register `report`, and every other
@@ -52,6 +53,8 @@ def build_report(
         "convergence.csv": results.convergence,
         "bandwidth.csv": results.bandwidth,
         "per_broker.csv": results.per_broker,
+        "quota_telemetry.csv": results.quota.groups,
+        "throttled_by_reason.csv": results.quota.reasons,
     }
     for name, table in tables.items():
         table.to_csv(out / name, index=False)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from experiments.report import figures
+from experiments.report import figures, quota_telemetry
 from experiments.report.metrics import (
     CONVERGENCE_WINDOW,
     MIN_JAIN,
@@ -153,6 +153,7 @@ def _run_section(run: dict[str, Any], results: Results, limits: pd.DataFrame) ->
     parts = [
         f"<h2>Run {escape(run_id)}</h2>",
         html_table(["", "value"], facts, text_columns=2),
+        _quota_section(run_id, results.quota),
         "<h3>Bandwidth</h3>",
         img_tag(
             figures.bandwidth_figure(results.bandwidth[results.bandwidth["run_id"] == run_id], events),
@@ -179,6 +180,71 @@ def _run_section(run: dict[str, Any], results: Results, limits: pd.DataFrame) ->
             )
         )
     return "\n".join(parts)
+
+
+def _quota_section(run_id: str, quota: quota_telemetry.QuotaTelemetry) -> str:
+    """The quota telemetry (docs/telemetry.md) of one run: per group a table, by reason the throttling, the
+    allocate phase's duration, and a figure over the rounds."""
+
+    def of_run(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[frame["run_id"] == run_id]
+
+    header = [
+        "group",
+        "dimension",
+        "usage / limit: mean",
+        "max",
+        "group usage / quota: max",
+        "rows over quota",
+        "longest breach (s)",
+        "throttle events",
+        "report age: mean (s)",
+        "oldest (s)",
+    ]
+    rows = [
+        [
+            row.group,
+            row.dimension,
+            _fmt(row.usage_of_limit_mean),
+            _fmt(row.usage_of_limit_max),
+            _fmt(row.group_usage_of_quota_max),
+            _percent(row.over_quota_share),
+            _fmt(row.longest_breach_s, 1),
+            row.throttle_events,
+            _fmt(_number(row.report_age_mean_s), 2),
+            _fmt(_number(row.report_age_max_s), 2),
+        ]
+        for row in of_run(quota.groups).itertuples()
+    ]
+    reasons = of_run(quota.reasons)
+    reason_rows = [[r.group, r.reason, r.throttle_events, _fmt(r.throttled_s, 2)] for r in reasons.itertuples()]
+    timings = of_run(quota.timings)
+    timing_note = "".join(
+        f"Allocate phase (receive, clean up, allocate; wall clock, {t.phases} phases): p50 "
+        f"{1000 * t.p50_s:.3f} ms, p99 {1000 * t.p99_s:.3f} ms, max {1000 * t.max_s:.3f} ms."
+        for t in timings.itertuples()
+    )
+    return "\n".join(
+        [
+            "<h3>Quota telemetry</h3>",
+            '<p class="note">Over every (broker, round) row; the group usage is the one in the broker\'s view (its '
+            "own and its peers' reports). Definitions in docs/telemetry.md.</p>",
+            html_table(header, rows, text_columns=2),
+            html_table(["group", "throttled by", "events", "seconds"], reason_rows, text_columns=2)
+            if reason_rows
+            else '<p class="note">No throttling.</p>',
+            f'<p class="note">{escape(timing_note)}</p>',
+            img_tag(
+                quota_telemetry.quota_figure(of_run(quota.per_round), of_run(quota.throttled_per_round)),
+                f"breach age, throttled time by reason and report age per round, run {run_id}",
+            ),
+        ]
+    )
+
+
+def _number(value: Any) -> float | None:
+    """A collected value that may be missing (NaN or null) as None."""
+    return None if value is None or pd.isna(value) else float(value)
 
 
 def _definitions() -> str:

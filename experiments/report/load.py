@@ -41,10 +41,8 @@ def spark_schema(arrow_schema: pa.Schema) -> T.StructType:
     return T.StructType([T.StructField(field.name, SPARK_TYPES[field.type]) for field in arrow_schema])
 
 
-ROUNDS_SCHEMA = spark_schema(SCHEMAS["rounds"])
-MESSAGES_SCHEMA = spark_schema(SCHEMAS["messages"])
-EVENTS_SCHEMA = spark_schema(SCHEMAS["events"])
-TABLES = {"rounds": ROUNDS_SCHEMA, "messages": MESSAGES_SCHEMA, "events": EVENTS_SCHEMA}
+TABLES = {name: spark_schema(schema) for name, schema in SCHEMAS.items()}
+ROUNDS_SCHEMA, MESSAGES_SCHEMA, EVENTS_SCHEMA = TABLES["rounds"], TABLES["messages"], TABLES["events"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +52,8 @@ class Runs:
     rounds: DataFrame
     messages: DataFrame
     events: DataFrame
+    throttles: DataFrame  # per round, broker, group and reason that throttled it
+    timings: DataFrame  # per round and broker: the allocate phase's wall-clock duration
     manifests: dict[str, dict[str, Any]]  # in the order the run directories were given
 
 
@@ -67,7 +67,8 @@ class RunDirectory:
 
 
 def load_runs(spark: SparkSession, run_dirs: list[Path] | list[str]) -> Runs:
-    """Read each `RUN_DIR/{manifest.json, rounds/, messages/, events/}`; a missing piece is a `UserError`.
+    """Read each `RUN_DIR/{manifest.json, rounds/, messages/, events/, throttles/, timings/}`; a missing piece
+    is a `UserError`.
 
     Each table is one Parquet scan over every run's part files, not one scan per run unioned: a sweep reports
     on a hundred runs or more, and per-run scans (listing, planning, a union of hundreds of plans) cost seconds

@@ -14,8 +14,9 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from experiments.report import metrics
+from experiments.report import metrics, quota_telemetry
 from experiments.report.load import Runs
+from experiments.report.quota_telemetry import QuotaTelemetry
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class Results:
     per_broker: pd.DataFrame  # metrics.bandwidth_per_broker
     runs: pd.DataFrame  # metrics.run_bandwidth
     starvation: pd.DataFrame  # metrics.starvation
+    quota: QuotaTelemetry  # quota_telemetry: the PIP-323-style telemetry's aggregates
 
 
 def collect_results(runs: Runs) -> Results:
@@ -46,10 +48,21 @@ def collect_results(runs: Runs) -> Results:
             per_broker=_collect(metrics.bandwidth_per_broker(runs.messages), ["run_id", "broker"]),
             runs=_collect(metrics.run_bandwidth(per_bandwidth_round), ["run_id"]),
             starvation=_collect(metrics.starvation(broker_rounds), metrics.GROUP),
+            quota=collect_quota_telemetry(runs),
         )
     finally:
         per_round.unpersist()
         broker_rounds.unpersist()
+
+
+def collect_quota_telemetry(runs: Runs) -> QuotaTelemetry:
+    return QuotaTelemetry(
+        groups=_collect(quota_telemetry.group_summary(runs.rounds), quota_telemetry.GROUP),
+        reasons=_collect(quota_telemetry.throttled_by_reason(runs.throttles), ["run_id", "group", "reason"]),
+        per_round=_collect(quota_telemetry.group_rounds(runs.rounds), ["run_id", "group", "round"]),
+        throttled_per_round=_collect(quota_telemetry.throttled_rounds(runs.throttles), ["run_id", "reason", "round"]),
+        timings=_collect(quota_telemetry.allocate_timings(runs.timings), ["run_id"]),
+    )
 
 
 def collect_limits(spark: SparkSession, rounds: DataFrame, shown: list[tuple[str, str, str]]) -> pd.DataFrame:

@@ -431,3 +431,18 @@ def test_any_history_matches_the_model_and_keeps_the_invariants(ops):
             brokers = row[row >= 0]
             assert len(set(brokers.tolist())) == len(brokers)
         assert table.n_slots <= 1 + len(BROKERS)
+
+
+def test_view_usage_sums_the_present_entries_and_peer_ages_count_from_each_refresh():
+    table = make_table()
+    table.set_own(np.array([[1.0, 10.0], [2.0, 20.0], [0.0, 0.0]]), np.zeros((3, 2)), np.array([True, True, False]))
+    table.merge(report("b", 1, [30, 10], [[5.0, 50.0], [6.0, 60.0]], sent_at_s=100.0), now_s=100.0)
+    table.merge(report("c", 1, [30], [[7.0, 70.0]], sent_at_s=103.0), now_s=103.0)
+    np.testing.assert_array_equal(table.view_usage(), [[13.0, 130.0], [8.0, 80.0], [0.0, 0.0]])
+    oldest, mean = table.peer_entry_age_s(now_s=104.0)
+    np.testing.assert_array_equal(oldest[:2], [4.0, 4.0])  # group 30: b 4 s ago, c 1 s ago; group 10: b
+    np.testing.assert_array_equal(mean[:2], [2.5, 4.0])
+    assert np.isnan(oldest[2]) and np.isnan(mean[2])  # group 20: no peer in view
+    table.merge(report("b", 2, [30], [[0.0, 0.0]], sent_at_s=104.0), now_s=104.0)  # b's traffic stopped
+    oldest, mean = table.peer_entry_age_s(now_s=105.0)
+    assert (oldest[0], mean[0]) == (2.0, 2.0)  # only c's entry is left for group 30

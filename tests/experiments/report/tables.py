@@ -6,11 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from actors.quota_telemetry import fraction
 from actors.telemetry import SCHEMAS
 from experiments.report.load import EVENTS_SCHEMA, MESSAGES_SCHEMA, ROUNDS_SCHEMA
 
@@ -35,6 +37,15 @@ def rounds_row(
         "reported": True,
         "report_bytes": 10.0,
         "incarnation": 1,
+        "usage_fraction_of_limit": float(fraction(np.float64(usage), np.float64(quota / 2))),
+        "usage_fraction_of_quota": float(fraction(np.float64(usage), np.float64(quota))),
+        "group_usage": float(usage),
+        "group_usage_fraction_of_quota": float(fraction(np.float64(usage), np.float64(quota))),
+        "over_quota": False,
+        "breach_age_s": 0.0,
+        "throttle_events": 0,
+        "report_age_max_s": 0.0,
+        "report_age_mean_s": 0.0,
     }
     return row | more
 
@@ -89,14 +100,18 @@ def write_run(
     rounds: list[dict[str, Any]],
     messages: list[dict[str, Any]],
     events: list[dict[str, Any]],
+    more_tables: dict[str, list[dict[str, Any]]] | None = None,
     **manifest: Any,
 ) -> Path:
     """A run directory as the runtime writes it: manifest.json and a directory of Parquet parts per table.
 
-    Each table is split in two parts (as batches are written during a run); an empty table has no part.
+    Each table is split in two parts (as batches are written during a run); an empty table has no part (the
+    other tables, `throttles` and `timings`, are empty unless given in `more_tables`).
     """
     run_dir = root / run_id
-    for name, rows in (("rounds", rounds), ("messages", messages), ("events", events)):
+    given = {"rounds": rounds, "messages": messages, "events": events, **(more_tables or {})}
+    for name in SCHEMAS:
+        rows = given.get(name, [])
         table_dir = run_dir / name
         table_dir.mkdir(parents=True)
         rows = [row | {"run_id": run_id} for row in rows]

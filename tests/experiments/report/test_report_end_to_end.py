@@ -141,8 +141,9 @@ def test_report_html_is_one_page_with_figures_and_a_comparison(report):
     safety = ["<th>peak overshoot</th>", "<th>rounds over quota / 100 rounds</th>", "<th>starved</th>"]
     assert all(column in header for column in safety), "overshoot, over quota and starvation side by side"
     assert header.index(safety[0]) < header.index(safety[1]) < header.index(safety[2])
-    # comparison + per run: bandwidth + 2 groups
-    assert page.count('<img src="data:image/png;base64,') == 1 + 2 * 3
+    # comparison + per run: quota telemetry, bandwidth, 2 groups
+    assert page.count('<img src="data:image/png;base64,') == 1 + 2 * 4
+    assert page.count("<h3>Quota telemetry</h3>") == 2
     assert "Run r1" in page and "Run r2" in page and A in page
 
 

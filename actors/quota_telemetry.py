@@ -1,0 +1,105 @@
+"""Quota telemetry of one broker (in the spirit of PIP-323): how close each group is to its limits, how long
+it has been over quota, how often and why it was throttled, and how fresh the peers' reports are.
+
+`QuotaTracker` keeps what spans rounds (whether each reason throttled a group last round, since when a group
+has been over quota) and turns one round of a `BrokerNode` into `QuotaRound` arrays. Every time it sees is the
+run's time or the broker's own clock, passed in: lockstep runs with the same seed give identical values on
+every backend. (The one wall-clock measurement, the allocate phase's duration, is taken by the host and
+written to the `timings` table, which is not compared.)
+
+Throttling is kept per reason, by name, so another mechanism (a connection's pending messages, a topic
+quota, ...) adds its own reason without a new column. Today the runtime knows one reason: `group_limit`, the
+group's local limit (its token bucket) held the producers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from allocator.broker_node import BrokerNode
+
+GROUP_LIMIT = "group_limit"  # throttled by the group's local limit on this broker (its token bucket)
+OVER_QUOTA_TOLERANCE = 1e-9  # relative: a sum of limits equal to the quota is not a breach by rounding
+
+
+@dataclass(frozen=True)
+class Throttling:
+    """One reason's throttling of each group this round."""
+
+    events: np.ndarray  # int32[G]: 1 where the reason began throttling the group this round (0 last round)
+    throttled_s: np.ndarray  # [G]: seconds of the round the reason held the group's producers
+
+
+@dataclass(frozen=True)
+class QuotaRound:
+    """One round of a broker's quota telemetry; [G, D] per group and dimension, [G] per group."""
+
+    usage_fraction_of_limit: np.ndarray  # [G, D] own usage / the local limit it was admitted under (0: unlimited)
+    usage_fraction_of_quota: np.ndarray  # [G, D] own usage / the group's quota
+    group_usage: np.ndarray  # [G, D] usage of every broker in view: its own and the peers' entries
+    group_usage_fraction_of_quota: np.ndarray  # [G, D] group_usage / the group's quota
+    over_quota: np.ndarray  # bool[G, D]: the usage in view is over the quota
+    breach_age_s: np.ndarray  # [G, D] seconds since the current breach began (0 when not over quota)
+    report_age_max_s: np.ndarray  # [G] oldest of the peers' freshest entries (NaN: no peer in view)
+    report_age_mean_s: np.ndarray  # [G] their mean
+    by_reason: dict[str, Throttling]
+
+    @property
+    def throttle_events(self) -> np.ndarray:
+        """int32[G]: throttling that began this round, every reason counted."""
+        return np.sum([throttling.events for throttling in self.by_reason.values()], axis=0, dtype=np.int32)
+
+
+class QuotaTracker:
+    """The quota telemetry of one broker incarnation (a restarted broker starts afresh, as its state does)."""
+
+    def __init__(self) -> None:
+        self._throttled: dict[str, np.ndarray] = {}  # reason -> bool[G]: it held the group last round
+        self._breach_since_s: np.ndarray | None = None  # [G, D] run time the breach began, NaN when none
+
+    def update(
+        self,
+        node: BrokerNode,
+        usage: np.ndarray,
+        admitted_limit: np.ndarray,
+        throttled_s: dict[str, np.ndarray],
+        t_s: float,
+        now_s: float,
+    ) -> QuotaRound:
+        """This round's telemetry after the allocation: `usage` [G, D] is the round's own usage and
+        `admitted_limit` [G, D] the local limits it went through (the previous allocation's), `throttled_s` the
+        seconds each reason held each group, `t_s` the run time and `now_s` the broker's clock."""
+        quota = node.quota
+        group_usage = node.table.view_usage()
+        over = group_usage > quota * (1.0 + OVER_QUOTA_TOLERANCE)
+        since = np.full(quota.shape, np.nan) if self._breach_since_s is None else self._breach_since_s
+        since = np.where(over, np.where(np.isnan(since), t_s, since), np.nan)
+        self._breach_since_s = since
+        oldest, mean = node.table.peer_entry_age_s(now_s)
+        by_reason = {}
+        for reason, seconds in throttled_s.items():
+            throttled = seconds > 0
+            before = self._throttled.get(reason, np.zeros_like(throttled))
+            by_reason[reason] = Throttling((throttled & ~before).astype(np.int32), seconds)
+            self._throttled[reason] = throttled
+        return QuotaRound(
+            usage_fraction_of_limit=fraction(usage, admitted_limit),
+            usage_fraction_of_quota=fraction(usage, quota),
+            group_usage=group_usage,
+            group_usage_fraction_of_quota=fraction(group_usage, quota),
+            over_quota=over,
+            breach_age_s=np.where(over, t_s - since, 0.0),
+            report_age_max_s=oldest,
+            report_age_mean_s=mean,
+            by_reason=by_reason,
+        )
+
+
+def fraction(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    """`part / whole`, elementwise: 0 of an unlimited (infinite) whole, 0 of a zero whole when the part is 0
+    too, +inf when it is not."""
+    empty = np.where(part > 0, np.inf, 0.0)
+    ratio = np.divide(part, whole, out=empty, where=whole > 0)
+    return np.where(np.isinf(whole), 0.0, ratio)

@@ -1,0 +1,104 @@
+"""The report's quota telemetry section (docs/telemetry.md): Spark aggregates of the PIP-323-style columns of
+`rounds`, the `throttles` table by reason and the `timings` table, and their figure.
+
+Per run, group and dimension, over every (broker, round) row: the mean and highest usage as a fraction of the
+local limit, the highest usage in a broker's view as a fraction of the quota, the share of rows over quota, the
+longest breach, throttle events; the report age (oldest and mean of the peers' freshest entries, rows with no
+peer in view left out). Per run, group and reason: throttle events and throttled seconds. Per run: the allocate
+phase's wall-clock duration (p50, p99, max).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+from matplotlib.figure import Figure
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from experiments.report.figures import png_base64
+
+GROUP = ["run_id", "group", "dimension"]
+
+
+@dataclass(frozen=True)
+class QuotaTelemetry:
+    """The collected aggregates (pandas), one table per grain."""
+
+    groups: pd.DataFrame  # per run, group, dimension: `group_summary`
+    reasons: pd.DataFrame  # per run, group, reason: `throttled_by_reason`
+    per_round: pd.DataFrame  # per run, round, group: `group_rounds`
+    throttled_per_round: pd.DataFrame  # per run, round, reason: `throttled_rounds`
+    timings: pd.DataFrame  # per run: `allocate_timings`
+
+
+def _known(column: str) -> Column:
+    """A column with NaN (no peer in view) as null, which aggregates skip."""
+    return F.when(~F.isnan(column), F.col(column))
+
+
+def group_summary(rounds: DataFrame) -> DataFrame:
+    return rounds.groupBy(*GROUP).agg(
+        F.avg("usage_fraction_of_limit").alias("usage_of_limit_mean"),
+        F.max("usage_fraction_of_limit").alias("usage_of_limit_max"),
+        F.max("group_usage_fraction_of_quota").alias("group_usage_of_quota_max"),
+        F.avg(F.col("over_quota").cast("double")).alias("over_quota_share"),
+        F.max("breach_age_s").alias("longest_breach_s"),
+        F.sum("throttle_events").cast("long").alias("throttle_events"),
+        F.avg(_known("report_age_mean_s")).alias("report_age_mean_s"),
+        F.max(_known("report_age_max_s")).alias("report_age_max_s"),
+    )
+
+
+def throttled_by_reason(throttles: DataFrame) -> DataFrame:
+    return throttles.groupBy("run_id", "group", "reason").agg(
+        F.sum("throttle_events").cast("long").alias("throttle_events"),
+        F.sum("throttled_s").alias("throttled_s"),
+    )
+
+
+def group_rounds(rounds: DataFrame) -> DataFrame:
+    """Per run, round and group, over brokers and dimensions: the longest breach and the report ages."""
+    return rounds.groupBy("run_id", "round", "group").agg(
+        F.max("breach_age_s").alias("breach_age_s"),
+        F.max(_known("report_age_max_s")).alias("report_age_max_s"),
+        F.avg(_known("report_age_mean_s")).alias("report_age_mean_s"),
+    )
+
+
+def throttled_rounds(throttles: DataFrame) -> DataFrame:
+    """Per run, round and reason: throttled seconds summed over brokers and groups."""
+    return throttles.groupBy("run_id", "round", "reason").agg(F.sum("throttled_s").alias("throttled_s"))
+
+
+def allocate_timings(timings: DataFrame) -> DataFrame:
+    quantiles = F.percentile_approx("allocate_phase_s", [0.5, 0.99], 10_000)
+    return (
+        timings.groupBy("run_id")
+        .agg(quantiles.alias("q"), F.max("allocate_phase_s").alias("max_s"), F.count("*").alias("phases"))
+        .select("run_id", F.col("q")[0].alias("p50_s"), F.col("q")[1].alias("p99_s"), "max_s", "phases")
+    )
+
+
+def quota_figure(per_round: pd.DataFrame, throttled: pd.DataFrame) -> str:
+    """Top: the longest breach per group; middle: throttled seconds per round by reason; bottom: the oldest and
+    the mean report age per group."""
+    figure = Figure(figsize=(10, 7), layout="constrained")
+    breach, throttle, age = figure.subplots(3, 1, sharex=True)
+    for group, series in per_round.groupby("group"):
+        breach.plot(series["round"], series["breach_age_s"], linewidth=1, label=group)
+        line = age.plot(series["round"], series["report_age_max_s"], linewidth=1, label=f"{group} oldest")[0]
+        mean_style = {"linewidth": 0.8, "ls": "--", "color": line.get_color(), "label": f"{group} mean"}
+        age.plot(series["round"], series["report_age_mean_s"], **mean_style)
+    for reason, series in throttled.groupby("reason"):
+        throttle.step(series["round"], series["throttled_s"], where="mid", label=reason)
+    breach.set_ylabel("breach age (s)")
+    throttle.set_ylabel("throttled (s / round)")
+    age.set_ylabel("report age (s)")
+    age.set_xlabel("round")
+    for axes in (breach, throttle, age):
+        if axes.has_data():
+            axes.legend(fontsize="small", ncol=4, loc="upper left")
+        axes.grid(alpha=0.3)
+    return png_base64(figure)

@@ -117,6 +117,7 @@ class HostPlan:
     known_brokers: tuple[str, ...]
     brokers: dict[str, BrokerPlan]
     timer_jitter: float = 0.0  # realtime: a tick's interval varies by up to this fraction
+    pool_consensus: bool = False  # brokers split by the pool size agreed through the consensus (actors.consensus)
 
 
 @dataclass(frozen=True)
@@ -205,6 +206,7 @@ class Plan:
                 known_brokers=known,
                 brokers={broker.name: broker for broker in self.brokers[start : start + per_host]},
                 timer_jitter=self.timer_jitter,
+                pool_consensus=self.consensus is not None,
             )
             for start in range(0, len(self.brokers), per_host)
         ]

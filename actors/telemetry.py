@@ -46,6 +46,7 @@ ROUNDS_SCHEMA = pa.schema(
         ("reported", pa.bool_()),
         ("report_bytes", pa.float64()),
         ("incarnation", pa.int32()),
+        ("agreed_pool_size", pa.int32()),  # numaflow-equal: the pool size split by; 0 waiting; -1 no consensus
     ]
 )
 MESSAGES_SCHEMA = pa.schema(

@@ -28,22 +28,28 @@ def spark():
 
 
 class RedisServer:
-    """A `redis-server` on 127.0.0.1, on a free port, with no persistence; `stop()` kills it (a crash)."""
+    """A `redis-server` on 127.0.0.1, on a free port, with no persistence; `stop()` kills it (a crash),
+    `start()` starts it again on the same port, empty."""
 
     def __init__(self) -> None:
         import shutil
         import socket
-        import subprocess
-        import time
 
-        binary = shutil.which("redis-server")
-        if binary is None:
+        self.binary = shutil.which("redis-server")
+        if self.binary is None:
             pytest.skip("redis-server is not installed (CI installs it with apt in .ci/run)")
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         self.url = f"redis://127.0.0.1:{self.port}/0"
-        command = [binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no"]
+        self.start()
+
+    def start(self) -> None:
+        import socket
+        import subprocess
+        import time
+
+        command = [self.binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no"]
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10.0
         while time.monotonic() < deadline:

@@ -1,0 +1,94 @@
+"""The pool-size consensus in runs: lockstep on the memory store, realtime on a real Redis, and a Redis that
+dies mid-run (the run neither hangs nor fails; the events say when the store went and came back)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.dataset as ds
+
+from experiments.run import run_scenario
+from experiments.scenario import parse_scenario
+
+
+def scenario(mode: str, rounds: int, interval_s: float, **changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "name": f"consensus-{mode}",
+        "seed": 3,
+        "rounds": rounds,
+        "interval_s": interval_s,
+        "mode": mode,
+        "backend": "local",
+        "policy": {"name": "numaflow-equal"},
+        "cleanup": {"membership": True, "session_timeout_rounds": 3},
+        "groups": [{"name": "g", "quota": {"publish_msgs_per_s": 90}}],
+        "brokers": [{"name": f"b{i}", "workload": [{"group": "g", "msgs_per_s": 50}]} for i in (1, 2, 3)],
+    }
+    data.update(changes)
+    return data
+
+
+def run(data: dict[str, Any], run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    run_scenario(parse_scenario(data), run_dir, progress=False)
+    rounds = ds.dataset(run_dir / "rounds", format="parquet").to_table().to_pandas()
+    events = ds.dataset(run_dir / "events", format="parquet").to_table().to_pandas()
+    return rounds, events, json.loads((run_dir / "manifest.json").read_text())
+
+
+def pool_sizes(rounds: pd.DataFrame) -> pd.DataFrame:
+    return rounds.pivot_table(index="round", columns="broker", values="agreed_pool_size")
+
+
+def test_lockstep_agrees_after_a_join_a_leave_and_a_crash(tmp_path):
+    data = scenario("lockstep", 40, 1.0)
+    data["brokers"].append({"name": "b4", "join_at": 5, "workload": [{"group": "g", "msgs_per_s": 50}]})
+    data["events"] = [{"at": 15, "leave": "b1"}, {"at": 25, "crash": "b2"}]
+    rounds, _, _ = run(data, tmp_path / "run")
+    sizes = pool_sizes(rounds)
+    assert (sizes.loc[2:4, ["b1", "b2", "b3"]] == 3).all().all()
+    assert sizes.loc[5, "b4"] == 0  # the newcomer waits for agreement, at the broker floor
+    assert rounds.set_index(["round", "broker"]).loc[(5, "b4"), "limit"] == 1.0
+    assert (sizes.loc[5, ["b1", "b2", "b3"]] == 4).all()  # the others take the larger size at once
+    assert (sizes.loc[6:14] == 4).all().all()
+    assert (sizes.loc[17:24, ["b2", "b3", "b4"]] == 3).all().all()  # a clean leave: agreed within 2 rounds
+    assert (sizes.loc[25:28, ["b3", "b4"]] == 3).all().all()  # a crash: the session timeout first
+    assert (sizes.loc[31:, ["b3", "b4"]] == 2).all().all()
+    limits = rounds.groupby("round")["limit"].sum()
+    assert limits.loc[31:].round(9).eq(90.0).all()  # N shrank: the survivors hold the whole quota
+    assert (rounds["limit"] <= rounds["quota"] / rounds["agreed_pool_size"].clip(lower=1) + 1.0).all()
+
+
+def test_realtime_on_redis_agrees_on_the_pool_size(tmp_path, redis_server):
+    data = scenario("realtime", 20, 0.1, membership={"store": "redis", "url": redis_server.url})
+    rounds, events, manifest = run(data, tmp_path / "run")
+    assert manifest["status"] == "complete"
+    last = rounds[rounds["round"] >= 12]
+    assert (last["agreed_pool_size"] == 3).all(), pool_sizes(rounds)
+    assert (last["limit"] == 30.0).all()
+    assert not events["kind"].str.startswith("registry_").any()
+
+
+def test_a_redis_that_dies_mid_run_neither_hangs_nor_fails_the_run(tmp_path, own_redis_server):
+    """Redis is killed 1.2 s into a 3.5 s run and started again (empty) 1 s later: the brokers keep the last
+    agreed size meanwhile, the events say when the store went and came back, and they agree again."""
+    data = scenario("realtime", 35, 0.1, membership={"store": "redis", "url": own_redis_server.url})
+    kill = threading.Timer(1.5, own_redis_server.stop)  # the clock starts 0.3 s after the run
+    restart = threading.Timer(2.5, own_redis_server.start)
+    kill.start()
+    restart.start()
+    try:
+        rounds, events, manifest = run(data, tmp_path / "run")
+    finally:
+        kill.cancel()
+        restart.join()
+    assert manifest["status"] == "complete"
+    kinds = events[events["kind"].str.startswith("registry_")].sort_values("t_s")
+    assert kinds["kind"].tolist() == ["registry_unreachable", "registry_reachable"], events
+    down_s, up_s = kinds["t_s"].tolist()
+    during = rounds[(rounds["t_s"] > down_s) & (rounds["t_s"] < up_s)]
+    assert len(during) and (during["agreed_pool_size"] == 3).all()  # the last agreed size is kept
+    assert (rounds[rounds["round"] >= 32]["agreed_pool_size"] == 3).all(), pool_sizes(rounds)

@@ -46,6 +46,17 @@ return {agreed, high, members}
 """
 
 
+def ping(url: str, timeout_s: float = 2.0) -> None:
+    """Raise `StoreUnreachableError` unless the Redis at `url` answers (a run checks it before it starts)."""
+    client = redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        raise StoreUnreachableError(f"cannot reach {url}: {error}") from error
+    finally:
+        client.close()
+
+
 class RedisConsensusStore:
     """`allocator.consensus.ConsensusStore` on Redis at `url` (e.g. `redis://127.0.0.1:6379/0`)."""
 

@@ -47,6 +47,8 @@ def run_scenario(scenario: Scenario, run_dir: Path, *, address: str | None = Non
     if (run_dir / "manifest.json").exists():
         raise UserError(f"{run_dir}: already holds a run; choose another --out")
     plan = build_plan(scenario)
+    if plan.consensus is not None and plan.consensus.store == "redis":
+        _check_redis(plan.consensus.url)
     backend = make_backend(scenario.backend, address)
     manifest = {
         "scenario_name": scenario.name,
@@ -78,6 +80,17 @@ def run_scenario(scenario: Scenario, run_dir: Path, *, address: str | None = Non
         bar.close()
         writer.close(status)
     return run_dir
+
+
+def _check_redis(url: str) -> None:
+    """A run on Redis starts only if Redis answers (mid-run, the brokers ride out an outage)."""
+    from actors.redis_consensus import ping
+    from allocator.consensus import StoreUnreachableError
+
+    try:
+        ping(url)
+    except StoreUnreachableError as error:
+        raise UserError(f"membership.url: {error}") from None
 
 
 def _terminate_as_interrupt() -> Callable[[], None]:

@@ -142,7 +142,7 @@ BAD = {
         base(policy={"name": "nope"}),
         "policy.name",
         "unknown policy 'nope' (known: pulsar, pip82-equal, pip82-proportional, pip82-steal, "
-        "doorman-proportional, doorman-fair, fair-share, fair-share-safe)",
+        "doorman-proportional, doorman-fair, fair-share, fair-share-safe, numaflow-equal)",
     ),
     "bad probability": (base(channel={"loss": 1.5}), "channel.loss", "must be in [0, 1], got 1.5"),
     "unknown channel routing": (

@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow.dataset as ds
+import pytest
 
 from experiments.run import run_scenario
 from experiments.scenario import parse_scenario
@@ -60,6 +61,25 @@ def test_lockstep_agrees_after_a_join_a_leave_and_a_crash(tmp_path):
     limits = rounds.groupby("round")["limit"].sum()
     assert limits.loc[31:].round(9).eq(90.0).all()  # N shrank: the survivors hold the whole quota
     assert (rounds["limit"] <= rounds["quota"] / rounds["agreed_pool_size"].clip(lower=1) + 1.0).all()
+
+
+@pytest.mark.ray
+def test_lockstep_consensus_is_identical_on_local_and_ray(ray_session, tmp_path):
+    """The consensus as a Ray actor gives the same pool sizes, limits and events as in-process."""
+    tables = {}
+    for backend in ("local", "ray"):
+        data = scenario("lockstep", 16, 1.0, backend=backend, channel={"loss": 0.2})
+        data["brokers"].append({"name": "b4", "join_at": 3, "workload": [{"group": "g", "msgs_per_s": 50}]})
+        data["events"] = [{"at": 6, "leave": "b1"}, {"at": 9, "crash": "b2"}]
+        rounds, events, _ = run(data, tmp_path / backend)
+        key = ["round", "broker", "group", "dimension"]
+        tables[backend] = (
+            rounds.drop(columns="run_id").sort_values(key).reset_index(drop=True),
+            events.drop(columns="run_id").sort_values(["round", "kind", "target"]).reset_index(drop=True),
+        )
+    assert tables["local"][0]["agreed_pool_size"].nunique() > 2  # 3, 4, 3, 2 and waiting
+    for local, on_ray in zip(tables["local"], tables["ray"], strict=True):
+        pd.testing.assert_frame_equal(local, on_ray, check_exact=True)
 
 
 def test_realtime_on_redis_agrees_on_the_pool_size(tmp_path, redis_server):

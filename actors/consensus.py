@@ -11,8 +11,10 @@ the `events` table (`take_events`), and a broker that could not register registe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
+from collections.abc import Callable
 
 from actors.plan import ConsensusPlan
 from allocator.consensus import ConsensusStore, MemoryConsensusStore, PoolSizeMember, StoreUnreachableError
@@ -83,9 +85,12 @@ class PoolConsensus:
         return events
 
     def close(self) -> None:
-        close = getattr(self.store, "close", None)
-        if close is not None:
-            close()
+        """The run is over: a Redis pool's keys are deleted (if Redis answers) and its connection closed."""
+        if isinstance(self.store, MemoryConsensusStore):
+            return
+        with contextlib.suppress(StoreUnreachableError):
+            self.store.clear()
+        self.store.close()
 
     def _register(self, member: PoolSizeMember, t_s: float) -> None:
         member.join(self._now(t_s))
@@ -94,7 +99,7 @@ class PoolConsensus:
     def _now(self, t_s: float) -> float | None:
         return t_s if self._clock else None
 
-    def _try(self, broker: str, t_s: float, action) -> bool:
+    def _try(self, broker: str, t_s: float, action: Callable[[], object]) -> bool:
         """Run `action` on the store; log a change of reachability; True when the store answered."""
         try:
             action()

@@ -210,6 +210,8 @@ def run_realtime(
     finally:
         backend.gather([backend.call(handle, "stop_clock") for handle in cluster.all_hosts()])
         lags += _collect(cluster, backend, writer, last_round, last_round * interval)
+        if cluster.consensus is not None:
+            blocking_call(cluster.consensus, "close")
     lag_stats = _lag_stats(lags, interval)
     writer.manifest["realtime_lag"] = lag_stats
     return lag_stats

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 import pyarrow.dataset as ds
 import pytest
+import redis
 
 from experiments.run import run_scenario
 from experiments.scenario import parse_scenario
@@ -90,6 +91,9 @@ def test_realtime_on_redis_agrees_on_the_pool_size(tmp_path, redis_server):
     assert (last["agreed_pool_size"] == 3).all(), pool_sizes(rounds)
     assert (last["limit"] == 30.0).all()
     assert not events["kind"].str.startswith("registry_").any()
+    client = redis.Redis.from_url(redis_server.url)
+    assert client.keys("quotalab:consensus-realtime:*") == []  # the run deleted its pool's keys
+    client.close()
 
 
 def test_a_redis_that_dies_mid_run_neither_hangs_nor_fails_the_run(tmp_path, own_redis_server):

@@ -67,7 +67,6 @@ class LogicalBroker:
             known_brokers=host.known_brokers,
             routes=plan.routes,
         )
-        self.plan_has_consensus = host.pool_consensus
         if host.pool_consensus:
             self.node.set_pool_size(None)  # a newcomer waits for the pool size to be agreed
         self.registry_reachable = True
@@ -179,7 +178,7 @@ class LogicalBroker:
     def pool_size_column(self) -> int:
         """The pool size the broker split by (`agreed_pool_size`): -1 in a run without a pool-size consensus,
         0 while waiting for the first agreement."""
-        if not self.plan_has_consensus:
+        if not self.node.splits_by_pool_size:
             return -1
         return self.node.pool_size or 0
 

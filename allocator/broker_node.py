@@ -130,7 +130,7 @@ class BrokerNode:
         self._newcomer_heard = np.zeros(n_groups, dtype=bool)  # a broker new to the view: answer it next round
         self._view_grew = np.zeros(n_groups, dtype=bool)  # this round brought a broker new to the view
         self._listened = np.zeros(n_groups, dtype=bool)  # the last allocation kept the start limit: still listening
-        self._splits_by_pool_size = False  # set_pool_size was called: the policy's N comes from the consensus
+        self.splits_by_pool_size = False  # set_pool_size was called: the policy's N comes from the consensus
         self.pool_size: int | None = None
         self._seq = 0
         self._named = np.zeros(len(self.group_ids), dtype=bool)  # groups whose name was sent already
@@ -234,7 +234,7 @@ class BrokerNode:
         present = self.table.present[:, :n_slots]
         with_demand = self._reports_demand and self.table.demand_known[:, :n_slots][present].all()
         for index in range(len(self.settings.dimensions)):
-            if self._splits_by_pool_size:
+            if self.splits_by_pool_size:
                 new_limit = self._pool_limit(self.quota[:, index], self.limit[:, index])
                 self.limit[:, index] = np.where(self.serving, self._floored(new_limit), self.limit[:, index])
                 continue
@@ -279,12 +279,12 @@ class BrokerNode:
         view (by the brokers in it)."""
         if not self.settings.policy.policy.agreed_pool_size:
             raise ValueError(f"policy {self.settings.policy.name} splits by no agreed pool size")
-        self._splits_by_pool_size, self.pool_size = True, pool_size
+        self.splits_by_pool_size, self.pool_size = True, pool_size
 
     # -- internals -------------------------------------------------------------------------------
 
     def _start_serving(self, starting: np.ndarray, now_s: float) -> None:
-        if self._splits_by_pool_size:  # the agreed pool's share, or the floor while waiting for agreement
+        if self.splits_by_pool_size:  # the agreed pool's share, or the floor while waiting for agreement
             for index in range(len(self.settings.dimensions)):
                 start = self._pool_limit(self.quota[starting, index], np.zeros(int(starting.sum())))
                 self.limit[starting, index] = self._floored(start)

@@ -35,6 +35,7 @@ def rounds_row(
         "reported": True,
         "report_bytes": 10.0,
         "incarnation": 1,
+        "agreed_pool_size": -1,  # no pool-size consensus
     }
     return row | more
 

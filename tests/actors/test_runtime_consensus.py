@@ -13,6 +13,8 @@ import pyarrow.dataset as ds
 import pytest
 import redis
 
+from actors.broker_host import BrokerState, LogicalBroker
+from experiments.plan import build_plan
 from experiments.run import run_scenario
 from experiments.scenario import parse_scenario
 
@@ -116,3 +118,19 @@ def test_a_redis_that_dies_mid_run_neither_hangs_nor_fails_the_run(tmp_path, own
     during = rounds[(rounds["t_s"] > down_s) & (rounds["t_s"] < up_s)]
     assert len(during) and (during["agreed_pool_size"] == 3).all()  # the last agreed size is kept
     assert (rounds[rounds["round"] >= 32]["agreed_pool_size"] == 3).all(), pool_sizes(rounds)
+
+
+def test_a_broker_is_told_when_the_store_stops_and_starts_answering():
+    """The host hands the reachability to `BrokerNode.set_registry_reachable` when the node has it (the
+    fallbacks), only on a change, and the node keeps the last pool size it was given."""
+    plan = build_plan(parse_scenario(scenario("lockstep", 5, 1.0)))
+    host = plan.host_plans()[0]
+    name, broker_plan = next(iter(host.brokers.items()))
+    state = BrokerState(incarnation=0, workload=broker_plan.workload, clock_offset_s=0.0)
+    logical = LogicalBroker(broker_plan, host, state, plan.quota, plan.limited)
+    told: list[bool] = []
+    logical.node.set_registry_reachable = told.append
+    for pool_size, reachable in [(3, True), (3, False), (3, False), (3, True)]:
+        logical.apply_pool_size(pool_size, reachable)
+    assert told == [False, True]
+    assert logical.node.pool_size == 3 and logical.pool_size_column() == 3

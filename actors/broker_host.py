@@ -71,6 +71,9 @@ class LogicalBroker:
             known_brokers=host.known_brokers,
             routes=plan.routes,
         )
+        if host.pool_consensus:
+            self.node.set_pool_size(None)  # a newcomer waits for the pool size to be agreed
+        self.registry_reachable = True
         self.limited = limited
         self.traffic: Traffic | None = None
         self.outbox: Outbox | None = None
@@ -106,10 +109,20 @@ class LogicalBroker:
         return Published(self.plan.name, self.outbox.payloads, self.outbox.suppressed)
 
     def allocate_phase(
-        self, payloads: list[bytes], dead: list[tuple[str, int]], round_index: int, t_s: float
+        self,
+        payloads: list[bytes],
+        dead: list[tuple[str, int]],
+        round_index: int,
+        t_s: float,
+        pool_size: tuple[int | None, bool] | None = None,
     ) -> tuple[dict[str, np.ndarray], int]:
-        """Receive, clean up and allocate; the telemetry rows and how many reports were rejected."""
+        """Receive, clean up and allocate; the telemetry rows and how many reports were rejected.
+
+        `pool_size`: this round's answer of the pool-size consensus (`actors.consensus.PoolConsensus.sync`),
+        the size to split by and whether the store answered; None in a run without one."""
         started = time.perf_counter()
+        if pool_size is not None:
+            self.apply_pool_size(*pool_size)
         now_s = self.local_time(t_s)
         inbox = self.node.receive(payloads, now_s)
         self.node.cleanup(now_s, [entry for entry in dead if entry[0] != self.plan.name])
@@ -121,6 +134,17 @@ class LogicalBroker:
             self.node, self.traffic.usage, self.admitted_limit, throttled_s, t_s, now_s
         )
         return self.rows(round_index, t_s), inbox.rejected
+
+    def apply_pool_size(self, pool_size: int | None, reachable: bool) -> None:
+        """The consensus's pool size for the next allocation. When the store stops (or starts again) answering,
+        the node is told if it can act on it (`set_registry_reachable`: the fallbacks); otherwise it keeps
+        splitting by the last size it had."""
+        self.node.set_pool_size(pool_size)
+        if reachable != self.registry_reachable:
+            self.registry_reachable = reachable
+            set_reachable = getattr(self.node, "set_registry_reachable", None)
+            if set_reachable is not None:
+                set_reachable(reachable)
 
     def set_quota(self, group_id: int, quota: np.ndarray, limited: np.ndarray) -> None:
         rows = np.flatnonzero(self.plan.group_ids == group_id)
@@ -173,6 +197,7 @@ class LogicalBroker:
             "throttle_events": per_group(quota.throttle_events),
             "report_age_max_s": per_group(quota.report_age_max_s),
             "report_age_mean_s": per_group(quota.report_age_mean_s),
+            "agreed_pool_size": np.full(n_rows, self.pool_size_column(), dtype=np.int32),
         }
 
     def side_tables(self, round_index: int, t_s: float) -> list[tuple[str, dict[str, np.ndarray]]]:
@@ -203,6 +228,13 @@ class LogicalBroker:
             "allocate_phase_s": np.array([self.allocate_phase_s]),
         }
         return [("throttles", columns) for columns in throttles] + [("timings", timing)]
+
+    def pool_size_column(self) -> int:
+        """The pool size the broker split by (`agreed_pool_size`): -1 in a run without a pool-size consensus,
+        0 while waiting for the first agreement."""
+        if not self.node.splits_by_pool_size:
+            return -1
+        return self.node.pool_size or 0
 
 
 class BrokerHost:
@@ -240,14 +272,22 @@ class BrokerHost:
         return [self.brokers[name].publish_phase(round_index, t_s) for name in sorted(self.brokers)]
 
     def allocate_phase(
-        self, inboxes: dict[str, list[bytes]], dead: list[tuple[str, int]], round_index: int, t_s: float
+        self,
+        inboxes: dict[str, list[bytes]],
+        dead: list[tuple[str, int]],
+        round_index: int,
+        t_s: float,
+        pool_sizes: dict[str, tuple[int | None, bool]] | None = None,
     ) -> Allocated:
-        """Receive, clean up and allocate for every hosted broker."""
+        """Receive, clean up and allocate for every hosted broker (`pool_sizes`: the consensus's answers)."""
         columns: list[dict[str, np.ndarray]] = []
         rejected: dict[str, int] = {}
         tables: list[tuple[str, dict[str, np.ndarray]]] = []
         for name in sorted(self.brokers):
-            rows, rejected[name] = self.brokers[name].allocate_phase(inboxes.get(name, []), dead, round_index, t_s)
+            pool_size = None if pool_sizes is None else pool_sizes.get(name)
+            rows, rejected[name] = self.brokers[name].allocate_phase(
+                inboxes.get(name, []), dead, round_index, t_s, pool_size
+            )
             columns.append(rows)
             tables += self.brokers[name].side_tables(round_index, t_s)
         return Allocated(columns, rejected, tables)

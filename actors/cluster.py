@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from actors.backends import Backend
 from actors.broker_host import BrokerHost, BrokerState, Published
 from actors.channel import Channel
+from actors.consensus import PoolConsensus
 from actors.membership import Ended, Membership
 from actors.plan import (
     BrokerEvent,
@@ -57,6 +58,7 @@ class Cluster:
         self.slot_of = {name: slot for slot in self.slots for name in slot.brokers}
         self.channel = backend.create(Channel, plan.channel, plan.seed)
         self.membership = None if plan.session_timeout_s is None else backend.create(Membership, plan.session_timeout_s)
+        self.consensus = None if plan.consensus is None else backend.create(PoolConsensus, plan.consensus, plan.name)
 
     # -- placement -------------------------------------------------------------------------------
 
@@ -123,6 +125,8 @@ class Cluster:
         ]
         if self.membership is not None:
             calls.append(self.backend.call(self.membership, "register", broker, state.incarnation, t_s))
+        if self.consensus is not None:
+            calls.append(self.backend.call(self.consensus, "join", broker, t_s))
         self.backend.gather(calls)
         self.up.add(broker)
 
@@ -137,7 +141,10 @@ class Cluster:
             slot.handle = None
         else:
             self.backend.gather([self.backend.call(slot.handle, "stop", broker)])
-        self.backend.gather([self.backend.call(self.channel, "unsubscribe", broker)])
+        calls = [self.backend.call(self.channel, "unsubscribe", broker)]
+        if self.consensus is not None:
+            calls.append(self.backend.call(self.consensus, "crash", broker))
+        self.backend.gather(calls)
 
     def leave(self, broker: str, t_s: float) -> list[Published]:
         if broker not in self.up:
@@ -146,6 +153,8 @@ class Cluster:
         calls = [self.backend.call(host, "leave", broker, t_s), self.backend.call(self.channel, "unsubscribe", broker)]
         if self.membership is not None:
             calls.append(self.backend.call(self.membership, "deregister", broker))
+        if self.consensus is not None:
+            calls.append(self.backend.call(self.consensus, "leave", broker, t_s))
         published = self.backend.gather(calls)[0]
         self.up.discard(broker)
         slot = self.slot_of[broker]
@@ -169,6 +178,19 @@ class Cluster:
             return []
         sessions = [(broker, self.states[broker].incarnation) for broker in sorted(self.up)]
         return [self.backend.call(self.membership, "heartbeat_all", sessions, t_s)]
+
+    def sync_pool_sizes(self, t_s: float) -> list[object]:
+        """Submit every live broker's sync of the pool-size consensus without waiting (lockstep)."""
+        if self.consensus is None:
+            return []
+        return [self.backend.call(self.consensus, "sync_all", sorted(self.up), t_s)]
+
+    def collect_pool_sizes(self, calls: list[object]) -> dict[str, tuple[int | None, bool]] | None:
+        """The answers of the syncs submitted with `sync_pool_sizes` (None: no consensus in the run)."""
+        if not calls:
+            return None
+        (pool_sizes,) = self.backend.gather(calls)
+        return pool_sizes
 
     def collect_dead(self, calls: list[object]) -> list[Ended]:
         """The sessions ended, as announced by the expiry submitted with `send_heartbeats`."""

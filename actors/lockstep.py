@@ -32,14 +32,22 @@ def run_lockstep(
         leaving = apply_round_events(cluster, round_index, t_s, writer)
         publishing = [backend.call(h, "publish_phase", round_index, t_s) for h in cluster.live_hosts()]
         heartbeats = cluster.send_heartbeats(t_s)  # the registry runs alongside the publish phase
+        syncs = cluster.sync_pool_sizes(t_s)
         published = leaving + [item for batch in backend.gather(publishing) for item in batch]
         items = [(p.broker, topic, payload) for p in published for topic, payload in p.payloads]
         (exchange,) = backend.gather([backend.call(cluster.channel, "exchange", items, t_s)])
         dead = cluster.collect_dead(heartbeats)
+        pool_sizes = cluster.collect_pool_sizes(syncs)
         results = backend.gather(
             [
                 backend.call(
-                    slot.handle, "allocate_phase", _inboxes(exchange.deliveries, slot.brokers), dead, round_index, t_s
+                    slot.handle,
+                    "allocate_phase",
+                    _inboxes(exchange.deliveries, slot.brokers),
+                    dead,
+                    round_index,
+                    t_s,
+                    _own(pool_sizes, slot.brokers),
                 )
                 for slot in cluster.live_slots()
             ]
@@ -67,10 +75,10 @@ def apply_round_events(cluster: Cluster, round_index: int, t_s: float, writer: T
     for broker in cluster.brokers_joining(round_index):
         cluster.start(broker, t_s)
         if round_index > 0:
-            writer.add("events", _event_row(round_index, t_s, "join", broker, "{}"))
+            writer.add("events", event_row(round_index, t_s, "join", broker, "{}"))
     for planned in cluster.events_at(round_index):
         published += cluster.apply(planned, t_s)
-        writer.add("events", _event_row(round_index, t_s, planned.kind, planned.target, planned.detail))
+        writer.add("events", event_row(round_index, t_s, planned.kind, planned.target, planned.detail))
     return published
 
 
@@ -79,7 +87,12 @@ def _inboxes(deliveries: dict[str, list[bytes]], brokers: tuple[str, ...]) -> di
     return {broker: deliveries[broker] for broker in brokers if broker in deliveries}
 
 
-def _event_row(round_index: int, t_s: float, kind: str, target: str, detail: str) -> dict[str, list]:
+def _own(pool_sizes: dict | None, brokers: tuple[str, ...]) -> dict | None:
+    """Only the host's own brokers' answers of the pool-size consensus travel to it."""
+    return None if pool_sizes is None else {broker: pool_sizes[broker] for broker in brokers if broker in pool_sizes}
+
+
+def event_row(round_index: int, t_s: float, kind: str, target: str, detail: str) -> dict[str, list]:
     return {"round": [round_index], "t_s": [t_s], "kind": [kind], "target": [target], "detail": [detail]}
 
 

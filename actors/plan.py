@@ -62,6 +62,15 @@ class ChannelPlan:
 
 
 @dataclass(frozen=True)
+class ConsensusPlan:
+    """The pool-size consensus of a policy that splits by an agreed pool size (`allocator.consensus`)."""
+
+    store: str  # memory | redis
+    url: str | None
+    ttl_s: float  # a member silent for longer leaves the pool: the membership's session timeout
+
+
+@dataclass(frozen=True)
 class Workload:
     """The offered load of a broker's groups, aligned with its `group_ids`: constant rates as one array, and
     the few rows with another profile (ramp, sine, poisson, trace) evaluated one by one."""
@@ -108,6 +117,7 @@ class HostPlan:
     known_brokers: tuple[str, ...]
     brokers: dict[str, BrokerPlan]
     timer_jitter: float = 0.0  # realtime: a tick's interval varies by up to this fraction
+    pool_consensus: bool = False  # brokers split by the pool size agreed through the consensus (actors.consensus)
 
 
 @dataclass(frozen=True)
@@ -181,6 +191,7 @@ class Plan:
     events: tuple[PlannedEvent, ...]
     brokers_per_actor: int = 1
     timer_jitter: float = 0.0
+    consensus: ConsensusPlan | None = None  # None: the policy splits by no agreed pool size
 
     def host_plans(self) -> list[HostPlan]:
         """The brokers in slices of `brokers_per_actor`, in plan order, each with the shared settings."""
@@ -195,6 +206,7 @@ class Plan:
                 known_brokers=known,
                 brokers={broker.name: broker for broker in self.brokers[start : start + per_host]},
                 timer_jitter=self.timer_jitter,
+                pool_consensus=self.consensus is not None,
             )
             for start in range(0, len(self.brokers), per_host)
         ]

@@ -19,7 +19,7 @@ import numpy as np
 from actors.backends import Backend, Synchronized, blocking_call
 from actors.broker_host import BrokerHost, BrokerState, Published
 from actors.cluster import Cluster
-from actors.lockstep import apply_round_events, message_rows
+from actors.lockstep import apply_round_events, event_row, message_rows
 from actors.plan import HostPlan, Plan
 from actors.telemetry import TelemetryWriter
 
@@ -64,8 +64,9 @@ class RealtimeHost(BrokerHost):
         self._lags_s: list[float] = []
         self._announcement_cursor: dict[str, int] = {}  # per broker: each must see every announcement
 
-    def start_clock(self, channel: Any, membership: Any, epoch: float) -> None:
+    def start_clock(self, channel: Any, membership: Any, epoch: float, consensus: Any = None) -> None:
         self._channel, self._membership, self._epoch = channel, membership, epoch
+        self._consensus = consensus  # the pool-size consensus (actors.consensus), or None
         self._thread = threading.Thread(target=self._run, name="quotalab-timer", daemon=True)
         self._thread.start()
 
@@ -149,7 +150,10 @@ class RealtimeHost(BrokerHost):
             dead, self._announcement_cursor[broker] = blocking_call(
                 self._membership, "heartbeat_and_announcements", broker, logical.state.incarnation, t_s, cursor
             )
-        rows, rejected = logical.allocate_phase(payloads, dead, round_index, t_s)
+        pool_size = None
+        if self._consensus is not None:
+            pool_size = blocking_call(self._consensus, "sync", broker, t_s)
+        rows, rejected = logical.allocate_phase(payloads, dead, round_index, t_s, pool_size)
         self._pending_rows.append(rows)
         self._pending_tables += logical.side_tables(round_index, t_s)
         self._ticks.append(
@@ -174,6 +178,7 @@ def run_realtime(
     if backend.name == "local":  # timer threads share these objects
         cluster.channel = Synchronized(cluster.channel)
         cluster.membership = cluster.membership and Synchronized(cluster.membership)
+        cluster.consensus = cluster.consensus and Synchronized(cluster.consensus)
     # Every host is created and ready before the clock starts: an actor may take seconds to start, and a
     # broker whose host came up after the epoch would tick through its overdue rounds alone, in a burst.
     for slot in cluster.slots:
@@ -184,12 +189,9 @@ def run_realtime(
         ready.append(backend.call(cluster.membership, "alive"))
     backend.gather(ready)
     epoch = time.time() + STARTUP_S
-    backend.gather(
-        [backend.call(h, "start_clock", cluster.channel, cluster.membership, epoch) for h in cluster.all_hosts()]
-    )
-    cluster.on_new_host = lambda handle: backend.gather(
-        [backend.call(handle, "start_clock", cluster.channel, cluster.membership, epoch)]
-    )
+    shared = (cluster.channel, cluster.membership, epoch, cluster.consensus)
+    backend.gather([backend.call(h, "start_clock", *shared) for h in cluster.all_hosts()])
+    cluster.on_new_host = lambda handle: backend.gather([backend.call(handle, "start_clock", *shared)])
     lags: list[float] = []
     last_round = 0
     try:
@@ -211,6 +213,8 @@ def run_realtime(
     finally:
         backend.gather([backend.call(handle, "stop_clock") for handle in cluster.all_hosts()])
         lags += _collect(cluster, backend, writer, last_round, last_round * interval)
+        if cluster.consensus is not None:
+            blocking_call(cluster.consensus, "close")
     lag_stats = _lag_stats(lags, interval)
     writer.manifest["realtime_lag"] = lag_stats
     return lag_stats
@@ -235,6 +239,9 @@ def _collect(cluster: Cluster, backend: Backend, writer: TelemetryWriter, round_
             suppressed[tick.broker] = suppressed.get(tick.broker, 0) + tick.reports_suppressed
             rejected[tick.broker] = rejected.get(tick.broker, 0) + tick.reports_rejected
     writer.add("messages", message_rows(sent, suppressed, counters, rejected, round_index, t_s))
+    if cluster.consensus is not None:  # the store's reachability changes (registry_unreachable / _reachable)
+        for event_t_s, kind, broker, detail in blocking_call(cluster.consensus, "take_events"):
+            writer.add("events", event_row(round_index, event_t_s, kind, broker, detail))
     return lags
 
 

@@ -57,6 +57,7 @@ ROUNDS_SCHEMA = pa.schema(
         ("throttle_events", pa.int32()),
         ("report_age_max_s", pa.float64()),
         ("report_age_mean_s", pa.float64()),
+        ("agreed_pool_size", pa.int32()),  # numaflow-equal: the pool size split by; 0 waiting; -1 no consensus
     ]
 )
 THROTTLES_SCHEMA = pa.schema(

@@ -130,6 +130,8 @@ class BrokerNode:
         self._newcomer_heard = np.zeros(n_groups, dtype=bool)  # a broker new to the view: answer it next round
         self._view_grew = np.zeros(n_groups, dtype=bool)  # this round brought a broker new to the view
         self._listened = np.zeros(n_groups, dtype=bool)  # the last allocation kept the start limit: still listening
+        self.splits_by_pool_size = False  # set_pool_size was called: the policy's N comes from the consensus
+        self.pool_size: int | None = None
         self._seq = 0
         self._named = np.zeros(len(self.group_ids), dtype=bool)  # groups whose name was sent already
         self._bytes_dimension = np.array([dim in BYTES_DIMENSIONS for dim in settings.dimensions])
@@ -232,6 +234,10 @@ class BrokerNode:
         present = self.table.present[:, :n_slots]
         with_demand = self._reports_demand and self.table.demand_known[:, :n_slots][present].all()
         for index in range(len(self.settings.dimensions)):
+            if self.splits_by_pool_size:
+                new_limit = self._pool_limit(self.quota[:, index], self.limit[:, index])
+                self.limit[:, index] = np.where(self.serving, self._floored(new_limit), self.limit[:, index])
+                continue
             limit_view = np.zeros(present.shape)
             limit_view[:, OWN] = self.limit[:, index]
             new_limit = self.settings.policy(
@@ -265,9 +271,25 @@ class BrokerNode:
     def view_brokers(self) -> np.ndarray:
         return self.table.view_brokers()
 
+    def set_pool_size(self, pool_size: int | None) -> None:
+        """The pool size this broker splits by, from the pool-size consensus (`allocator.consensus`), for a
+        policy that splits by one (`numaflow-equal`); its host passes it before each allocation. The policy
+        then runs on the agreed pool as its view: N present brokers, this one first. None: a newcomer waiting
+        for the first agreement, which holds its floor. A node never given one runs its policy on its usage
+        view (by the brokers in it)."""
+        if not self.settings.policy.policy.agreed_pool_size:
+            raise ValueError(f"policy {self.settings.policy.name} splits by no agreed pool size")
+        self.splits_by_pool_size, self.pool_size = True, pool_size
+
     # -- internals -------------------------------------------------------------------------------
 
     def _start_serving(self, starting: np.ndarray, now_s: float) -> None:
+        if self.splits_by_pool_size:  # the agreed pool's share, or the floor while waiting for agreement
+            for index in range(len(self.settings.dimensions)):
+                start = self._pool_limit(self.quota[starting, index], np.zeros(int(starting.sum())))
+                self.limit[starting, index] = self._floored(start)
+            self._apply_limits()
+            return
         others = self.table.present[starting, 1:]
         view = others.sum(axis=1) + 1  # the others it knows, and itself
         for index in range(len(self.settings.dimensions)):
@@ -275,6 +297,16 @@ class BrokerNode:
             initial = self.settings.policy.initial_limit(self.quota[starting, index], view, others_usage)
             self.limit[starting, index] = self._floored(initial)
         self._apply_limits()
+
+    def _pool_limit(self, quota: np.ndarray, own_limit: np.ndarray) -> np.ndarray:
+        """[G] the policy's limits with the agreed pool as its view (N present brokers, this one first, the
+        common knobs applied against `own_limit`); 0 while waiting for agreement (unlimited stays unlimited)."""
+        if self.pool_size is None:
+            return np.where(np.isinf(quota), np.inf, 0.0)
+        pool = np.ones((len(quota), max(self.pool_size, 1)), dtype=bool)
+        limit_view = np.zeros(pool.shape)
+        limit_view[:, OWN] = own_limit
+        return self.settings.policy(quota, np.zeros(pool.shape), limit_view, None, pool)[:, OWN]
 
     def _rescaled(self, old_quota: np.ndarray, new_quota: np.ndarray) -> np.ndarray:
         """[G, D] the limits scaled by `new / old` quota (kept where the old quota was 0; unlimited where the new

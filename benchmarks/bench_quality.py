@@ -39,6 +39,10 @@ converge <= 2 without loss, <= 4 with loss; Jain >= 0.99; utilization >= 0.98 (a
 over the quota by more than the 5% that counts a round as over quota); starved 0. A cell that meets
 its goal is marked with a check mark.
 
+For the policies that split by an agreed pool size (`numaflow-equal`), the rounds its brokers take to agree on
+the pool size again after the join, the clean leave and the crash (`rounds_to_agree` of the report's
+`summary.json`, `experiments.report.agreement`), by disturbance and loss, the mean over seeds.
+
 Writes `benchmarks/results/quality.json` and `benchmarks/results/quality.md` (one table per loss, then the
 long table per disturbance, loss and policy). Runs go to a temporary folder unless `--keep DIR` is given.
 
@@ -218,7 +222,8 @@ def run_suite(cases: list[Case], runs_dir: Path, workers: int) -> tuple[dict[str
 
 
 def measure(spark: Any, cases: list[Case], runs_dir: Path) -> dict[str, dict[str, Any]]:
-    """run_id -> the report's per-run numbers: `overall` of summary.json, the events' waits and starvation."""
+    """run_id -> the report's per-run numbers: `overall` of summary.json, the events' waits, starvation and the
+    rounds to agree on the pool size after each membership event (`agreement_waits`, empty for most policies)."""
     from experiments.report.load import load_runs
     from experiments.report.summary import build_summary, collect_results
 
@@ -232,9 +237,45 @@ def measure(spark: Any, cases: list[Case], runs_dir: Path) -> dict[str, dict[str
             **run["overall"],
             "waits": [event["rounds_to_converge"] for group in run["groups"] for event in group["events"]],
             **{name: int(starvation.loc[run["run_id"], name]) for name in counts},
+            "agreement_waits": [event["rounds"] for event in run["rounds_to_agree"] if event["round"] == EVENT_AT],
         }
         for run in summary["runs"]
     }
+
+
+AGREEMENT_DISTURBANCES = ("join", "clean-leave", "crash")
+
+
+def agreement_table(per_run: dict[str, dict[str, Any]], complete: list[Case]) -> tuple[str, list[dict[str, Any]]]:
+    """Rounds to agree on the pool size after the event at EVENT_AT, for the policies with a pool-size consensus:
+    the table and its rows (mean over seeds; never agreed again counts apart)."""
+    rows = []
+    for case in complete:
+        waits = per_run[case.run_id]["agreement_waits"]
+        if case.disturbance in AGREEMENT_DISTURBANCES and waits:
+            rows.append({"disturbance": case.disturbance, "loss": case.loss, "policy": case.policy, "waits": waits})
+    cells: dict[tuple[str, str, str], list[int | None]] = {}
+    for row in rows:
+        cells.setdefault((row["disturbance"], row["loss"], row["policy"]), []).extend(row["waits"])
+    table = [
+        {
+            "disturbance": disturbance,
+            "loss": loss,
+            "policy": policy,
+            "mean_rounds_to_agree": _mean(waits),
+            "never_agreed": sum(wait is None for wait in waits),
+        }
+        for (disturbance, loss, policy), waits in cells.items()
+    ]
+    text = markdown_table(
+        ["disturbance", "loss", "policy", "mean rounds to agree", "never agreed"],
+        [
+            [row["disturbance"], row["loss"], row["policy"], "—" if row["mean_rounds_to_agree"] is None
+             else f"{row['mean_rounds_to_agree']:.1f}", str(row["never_agreed"])]
+            for row in table
+        ],
+    )  # fmt: skip
+    return text, table
 
 
 def pooled(per_run: list[dict[str, Any]]) -> dict[str, float | None]:
@@ -354,6 +395,7 @@ def run(
         for loss in subset.losses
         for policy in subset.policies
     }
+    agreement_text, agreement_rows = agreement_table(per_run, complete)
     markdown = "\n\n".join(
         [
             f"Quality suite: {len(subset.disturbances)} disturbances x {len(subset.losses)} losses x "
@@ -361,6 +403,11 @@ def run(
             f"seeds {', '.join(map(str, sorted({c.seed for c in cases})))}, {ROUNDS} rounds "
             f"({len(complete)} runs; {MET} = meets the goal; eq. = last quarter of the run).",
             *(loss_table(loss, by_policy) for loss, by_policy in by_loss.items()),
+            *(
+                [f"**Pool-size consensus**: rounds to agree after the event at round {EVENT_AT}\n\n{agreement_text}"]
+                if agreement_rows
+                else []
+            ),
             "### Per disturbance\n\n" + disturbance_table(by_case),
         ]
     )
@@ -381,6 +428,7 @@ def run(
         "by_disturbance": [
             {"disturbance": d, "loss": loss, "policy": p, **values} for (d, loss, p), values in by_case.items()
         ],
+        "rounds_to_agree": agreement_rows,
         "goals": {loss: {metric: text for metric, (_, text) in goals(loss).items()} for loss in LOSSES},
         "seconds": {"runs": runs_s, "metrics": metrics_s, "mean_run": _mean(seconds.values())},
         "workers": workers,

@@ -21,6 +21,7 @@ from actors.plan import (
     ChannelEvent,
     ChannelPlan,
     ClockSkewEvent,
+    ConsensusPlan,
     DemandEvent,
     Plan,
     PlannedEvent,
@@ -45,10 +46,12 @@ def build_plan(scenario: Scenario) -> Plan:
     quota, limited = _quota_rows([group.quota for group in scenario.groups], dimensions)
     interval_s = scenario.interval_s
     reporting, cleanup = scenario.reporting, scenario.cleanup
+    policy = policies.bind(scenario.policy.name, scenario.policy.params)
+    session_timeout_s = cleanup.session_timeout_rounds * interval_s if cleanup.membership else None
     node = NodeSettings(
         dimensions=dimensions,
         interval_s=interval_s,
-        policy=policies.bind(scenario.policy.name, scenario.policy.params),
+        policy=policy,
         threshold_pct=reporting.threshold_pct,
         force_every=reporting.force_every,
         report_demand=reporting.report_demand,
@@ -82,12 +85,23 @@ def build_plan(scenario: Scenario) -> Plan:
         limited=limited,
         node=node,
         channel=channel,
-        session_timeout_s=cleanup.session_timeout_rounds * interval_s if cleanup.membership else None,
+        session_timeout_s=session_timeout_s,
         brokers=brokers,
         events=_events(scenario, dimensions, group_index, brokers),
         brokers_per_actor=scenario.brokers_per_actor,
         timer_jitter=scenario.realtime.jitter_pct / 100.0,
+        consensus=_consensus(scenario, policy, session_timeout_s),
     )
+
+
+def _consensus(
+    scenario: Scenario, policy: policies.BoundPolicy, session_timeout_s: float | None
+) -> ConsensusPlan | None:
+    """The pool-size consensus when the policy splits by an agreed pool size and the run has a membership
+    registry (its heartbeats and session timeout); without one such a policy splits by the brokers in view."""
+    if not policy.policy.agreed_pool_size or session_timeout_s is None:
+        return None
+    return ConsensusPlan(store=scenario.membership.store, url=scenario.membership.url, ttl_s=session_timeout_s)
 
 
 def _dimensions(scenario: Scenario) -> tuple[str, ...]:

@@ -72,6 +72,8 @@ def run_scenario(
     if metrics is not None and scenario.mode != "realtime":
         raise UserError("--metrics-port: serves realtime runs only (add --mode realtime)")
     plan = build_plan(scenario)
+    if plan.consensus is not None and plan.consensus.store == "redis":
+        _check_redis(plan.consensus.url)
     backend = make_backend(scenario.backend, address)
     manifest = {
         "scenario_name": scenario.name,
@@ -124,6 +126,15 @@ def _serve_metrics(address: MetricsAddress, names: dict[str, list[str]]) -> Metr
         return MetricsServer(LiveMetrics(names), address.host, address.port)
     except OSError as error:
         raise UserError(f"--metrics-port {address.port}: cannot serve on {address.host} ({error.strerror})") from None
+def _check_redis(url: str) -> None:
+    """A run on Redis starts only if Redis answers (mid-run, the brokers ride out an outage)."""
+    from actors.redis_consensus import ping
+    from allocator.consensus import StoreUnreachableError
+
+    try:
+        ping(url)
+    except StoreUnreachableError as error:
+        raise UserError(f"membership.url: {error}") from None
 
 
 def _terminate_as_interrupt() -> Callable[[], None]:

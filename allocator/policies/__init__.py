@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from allocator.policies.numaflow import numaflow_equal, pool_share
 from allocator.policies.pulsar import pulsar, pulsar_local_quota
 from allocator.policies.rules import (
     doorman_proportional,
@@ -45,6 +46,7 @@ __all__ = [
     "bind",
     "check_params",
     "initial_limit",
+    "pool_share",
     "pulsar_local_quota",
     "step",
 ]
@@ -77,6 +79,9 @@ class Policy:
     params: frozenset[str]
     starts_at_full_quota: bool = False  # Pulsar; the others start at an equal share
     defaults: Mapping[str, object] = field(default_factory=dict)  # where this policy's defaults differ from Settings'
+    # numaflow-equal: a broker splits by the pool size agreed through the consensus store, an input from its host
+    # (`BrokerNode.set_pool_size`), and by the brokers in its view only when it has none (`policies.numaflow`)
+    agreed_pool_size: bool = False
 
     def settings(self, params: Mapping[str, object]) -> Settings:
         """Bind the parameters once; ValueError names an unknown parameter or a bad value."""
@@ -115,6 +120,7 @@ POLICIES: dict[str, Policy] = {
         Policy("doorman-fair", max_min_fair_share, _WANTS),
         Policy("fair-share", max_min_fair_share, _WANTS),
         Policy(RECOMMENDED, safe_max_min_fair_share, _WANTS | _SAFE_PARAMS, defaults=_SAFE_DEFAULTS),
+        Policy("numaflow-equal", numaflow_equal, _COMMON, agreed_pool_size=True),
     )
 }
 

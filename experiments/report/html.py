@@ -121,6 +121,12 @@ def _run_section(run: dict[str, Any], results: Results, limits: pd.DataFrame) ->
         ["reports sent / round", _fmt(run["reports_sent_per_round"], 1)],
         ["groups suppressed / round", _fmt(run["reports_suppressed_per_round"], 1)],
     ]
+    if run["rounds_to_agree"]:  # numaflow-equal: the pool-size consensus after each membership event
+        waits = [
+            f"{event['kind']}@{event['round']}: {'never' if event['rounds'] is None else event['rounds']}"
+            for event in run["rounds_to_agree"]
+        ]
+        facts.append(["rounds to agree on the pool size after event@round", ", ".join(waits)])
     group_rows = [
         [
             group["group"],

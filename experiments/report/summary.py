@@ -14,7 +14,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from experiments.report import metrics, quota_telemetry
+from experiments.report import agreement, metrics, quota_telemetry
 from experiments.report.load import Runs
 from experiments.report.quota_telemetry import QuotaTelemetry
 
@@ -31,6 +31,7 @@ class Results:
     runs: pd.DataFrame  # metrics.run_bandwidth
     starvation: pd.DataFrame  # metrics.starvation
     quota: QuotaTelemetry  # quota_telemetry: the PIP-323-style telemetry's aggregates
+    agreement: pd.DataFrame  # agreement.rounds_to_agree (empty without a pool-size consensus)
 
 
 def collect_results(runs: Runs) -> Results:
@@ -49,6 +50,9 @@ def collect_results(runs: Runs) -> Results:
             runs=_collect(metrics.run_bandwidth(per_bandwidth_round), ["run_id"]),
             starvation=_collect(metrics.starvation(broker_rounds), metrics.GROUP),
             quota=collect_quota_telemetry(runs),
+            agreement=agreement.rounds_to_agree(
+                _collect(agreement.agreement_per_round(runs.rounds), ["run_id", "round"]), runs.events.toPandas()
+            ),
         )
     finally:
         per_round.unpersist()
@@ -89,11 +93,12 @@ def _collect(frame: DataFrame, order: list[str]) -> pd.DataFrame:
 def build_summary(manifests: dict[str, dict[str, Any]], results: Results) -> dict[str, Any]:
     """`summary.json` as DESIGN.md shapes it, runs in the order given, groups by name, events by round.
 
-    Extra keys: per run `status`, `rounds`, `reports_sent_per_round`, `reports_suppressed_per_round` and
-    `overall` (the groups' scores pooled, for comparing runs); per group `rounds_over_quota` (the share of its
-    rounds with U > 1.05 Q), `fairness_error`, `report_bytes_per_round`, `starved` (the share of the last
-    quarter's (broker, round) pairs with a fair share where the broker got less than half of it) and the two
-    counts it comes from; per event `target`.
+    Extra keys: per run `status`, `rounds`, `reports_sent_per_round`, `reports_suppressed_per_round`,
+    `rounds_to_agree` (per membership event, runs with a pool-size consensus: `agreement`) and `overall` (the
+    groups' scores pooled, for comparing runs); per group `rounds_over_quota` (the share of its rounds with
+    U > 1.05 Q), `fairness_error`, `report_bytes_per_round`, `starved` (the share of the last quarter's
+    (broker, round) pairs with a fair share where the broker got less than half of it) and the two counts it
+    comes from; per event `target`.
     """
     bandwidth = results.runs.set_index("run_id")
     events_by_group = dict(list(results.convergence.groupby(metrics.GROUP, sort=False)))
@@ -124,9 +129,23 @@ def build_summary(manifests: dict[str, dict[str, Any]], results: Results) -> dic
                 "reports_sent_per_round": _number(traffic.get("reports_sent_per_round")),
                 "reports_suppressed_per_round": _number(traffic.get("reports_suppressed_per_round")),
                 "overall": _overall(groups),
+                "rounds_to_agree": _agreement_entries(results.agreement, run_id),
             }
         )
     return {"runs": runs}
+
+
+def _agreement_entries(table: pd.DataFrame, run_id: str) -> list[dict[str, Any]]:
+    """The run's membership events with the rounds its brokers took to agree on the pool size again."""
+    return [
+        {
+            "round": int(event.round),
+            "kind": event.kind,
+            "target": event.target,
+            "rounds": None if pd.isna(event.rounds_to_agree) else int(event.rounds_to_agree),
+        }
+        for event in table[table["run_id"] == run_id].itertuples()
+    ]
 
 
 def _group_entry(row: Any, events: pd.DataFrame | None, starvation: pd.Series | None) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from experiments.scenario.spec import (
     BurstSpec,
     ChannelSpec,
     CleanupSpec,
+    MembershipSpec,
     RealtimeSpec,
     ReportingSpec,
     Scenario,
@@ -58,6 +59,7 @@ _RULES: dict[type, dict[str, Any]] = {
         "max_report_age_rounds": checks.Range(0, low_open=True, cap=MAX_ROUNDS),
         "session_timeout_rounds": _LENGTH,
     },
+    MembershipSpec: {"store": ("memory", "redis")},
     BurstSpec: {"p_enter": checks.PROBABILITY, "p_exit": checks.PROBABILITY, "loss_bad": checks.PROBABILITY},
     ChannelSpec: {
         "loss": checks.PROBABILITY,

@@ -175,6 +175,7 @@ def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
         policy=sections.policy(top.get("policy", {}), "policy"),
         reporting=sections.reporting(top.get("reporting", {}), "reporting", base_dir),
         cleanup=converter.plain_section(CleanupSpec, top.get("cleanup", {}), "cleanup"),
+        membership=sections.membership(top.get("membership", {}), "membership", settings.get("mode", Scenario.mode)),
         channel=ChannelSpec(**sections.channel(top.get("channel", {}), "channel", context)),
         events=events.events(top.get("events", []), "events", context, brokers),
         realtime=converter.plain_section(RealtimeSpec, top.get("realtime", {}), "realtime"),

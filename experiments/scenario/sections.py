@@ -14,6 +14,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from actors import workload
 from allocator import policies
@@ -25,6 +26,7 @@ from experiments.scenario.spec import (
     BurstSpec,
     ChannelSpec,
     GroupSpec,
+    MembershipSpec,
     PolicySpec,
     Profile,
     ReportingSpec,
@@ -251,3 +253,24 @@ def _partitions(raw: Any, key: str, context: Context) -> tuple[tuple[str, ...], 
         partitions.append(tuple(members))
     return tuple(partitions)
 
+
+
+REDIS_URL_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def membership(raw: Any, key: str, mode: str) -> MembershipSpec:
+    """The pool-size consensus store: `memory`, or `redis` with a `url`, which only a realtime run may use
+    (a lockstep run is deterministic: its store is the memory one)."""
+    spec = converter.plain_section(MembershipSpec, raw, key)
+    if spec.store == "redis":
+        if mode != "realtime":
+            raise checks.FieldError(checks.at(key, "store"), f"redis needs mode: realtime (this run is {mode})")
+        if spec.url is None:
+            raise checks.FieldError(checks.at(key, "url"), "required with store: redis (e.g. redis://127.0.0.1:6379/0)")
+    if spec.url is not None and not spec.url.startswith(REDIS_URL_SCHEMES):
+        raise checks.FieldError(
+            checks.at(key, "url"), f"must start with {', '.join(REDIS_URL_SCHEMES)}, got {checks.show(spec.url)}"
+        )
+    if spec.url is not None and urlsplit(spec.url).password is not None:
+        raise checks.FieldError(checks.at(key, "url"), "must not hold a password: the manifest records the url")
+    return spec

@@ -47,6 +47,14 @@ class CleanupSpec:
 
 
 @dataclass(frozen=True)
+class MembershipSpec:
+    """Where the brokers agree on the pool size (policies that split by it: numaflow-equal)."""
+
+    store: str = "memory"  # memory | redis (realtime runs only)
+    url: str | None = None  # redis: redis://HOST:PORT/DB
+
+
+@dataclass(frozen=True)
 class BurstSpec:
     """Gilbert-Elliott loss: a two-state chain per link; `loss` applies in the good state."""
 
@@ -122,6 +130,7 @@ class Scenario:
     policy: PolicySpec = field(default_factory=PolicySpec)
     reporting: ReportingSpec = field(default_factory=ReportingSpec)
     cleanup: CleanupSpec = field(default_factory=CleanupSpec)
+    membership: MembershipSpec = field(default_factory=MembershipSpec)
     channel: ChannelSpec = field(default_factory=ChannelSpec)
     events: tuple[EventSpec, ...] = ()
     realtime: RealtimeSpec = field(default_factory=RealtimeSpec)

@@ -148,6 +148,7 @@ def test_policies_are_callable_with_bound_settings() -> None:
         "doorman-fair",
         "fair-share",
         "fair-share-safe",
+        "numaflow-equal",
     }
 
 

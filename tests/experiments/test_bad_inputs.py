@@ -250,6 +250,21 @@ BAD = {
     "key from a file and a variable": Bad(
         top("reporting: {hmac_key_file: cluster.key, hmac_key_env: K}"), "reporting", "not both"
     ),
+    # the pool-size consensus store
+    "membership store unknown": Bad(top("membership: {store: etcd}"), "membership.store", "one of memory, redis"),
+    "membership key unknown": Bad(top("membership: {stor: redis}"), "membership.stor", "unknown key"),
+    "membership redis in lockstep": Bad(
+        top("membership: {store: redis, url: 'redis://127.0.0.1:6379/0'}"), "membership.store", "needs mode: realtime"
+    ),
+    "membership redis without url": Bad(
+        top("mode: realtime\nmembership: {store: redis}"), "membership.url", "required with store: redis"
+    ),
+    "membership url not redis": Bad(top("membership: {url: 'http://x'}"), "membership.url", "must start with redis://"),
+    "membership url with a password": Bad(
+        top("mode: realtime\nmembership: {store: redis, url: 'redis://:pw@127.0.0.1:6379/0'}"),
+        "membership.url",
+        "must not hold a password",
+    ),
 }
 
 

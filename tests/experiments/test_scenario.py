@@ -83,7 +83,7 @@ BAD = {
         base(polcy={"name": "pulsar"}),
         "polcy",
         "unknown key (allowed: name, groups, brokers, seed, rounds, interval_s, mode, backend, policy, "
-        "reporting, cleanup, channel, events, realtime, brokers_per_actor, description, generated)",
+        "reporting, cleanup, membership, channel, events, realtime, brokers_per_actor, description, generated)",
     ),
     "unknown nested key": (
         base(reporting={"treshold_pct": 5}),
@@ -142,7 +142,7 @@ BAD = {
         base(policy={"name": "nope"}),
         "policy.name",
         "unknown policy 'nope' (known: pulsar, pip82-equal, pip82-proportional, pip82-steal, "
-        "doorman-proportional, doorman-fair, fair-share, fair-share-safe)",
+        "doorman-proportional, doorman-fair, fair-share, fair-share-safe, numaflow-equal)",
     ),
     "bad probability": (base(channel={"loss": 1.5}), "channel.loss", "must be in [0, 1], got 1.5"),
     "unknown channel routing": (

@@ -46,6 +46,7 @@ def rounds_row(
         "throttle_events": 0,
         "report_age_max_s": 0.0,
         "report_age_mean_s": 0.0,
+        "agreed_pool_size": -1,  # no pool-size consensus
     }
     return row | more
 

@@ -8,16 +8,16 @@ machine), the workload that offers it traffic, and its own clock. A `BrokerHost`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from actors.plan import BrokerPlan, HostPlan, Workload, component_rng
-from actors.workload import rate_at
-from allocator.broker_node import BrokerNode, Outbox, Traffic
+from actors.producers import BrokerProducers
+from allocator.broker_node import BYTES_DIMENSIONS, BrokerNode, Outbox, Traffic
 
 CLOCK_BASE_S = 1_000_000.0
-WORKLOAD_STREAM, TIMER_STREAM = 0, 1  # a broker's generators, per incarnation
+WORKLOAD_STREAM, TIMER_STREAM, PRODUCER_STREAM = 0, 1, 3  # a broker's generators, per incarnation (2: its clock)
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ class Allocated:
 
     rows: list[dict[str, np.ndarray]]
     rejected: dict[str, int]
+    producers: list[dict[str, np.ndarray]] = field(default_factory=list)  # rows of the `producers` table
 
 
 class LogicalBroker:
@@ -68,6 +69,12 @@ class LogicalBroker:
             routes=plan.routes,
         )
         self.limited = limited
+        self.interval_s = host.interval_s
+        self.producers: BrokerProducers | None = None
+        if plan.producers is not None and host.throttle is not None:
+            bytes_dimension = np.array([dim in BYTES_DIMENSIONS for dim in host.node.dimensions])
+            rng = component_rng(host.seed, plan.name, PRODUCER_STREAM, state.incarnation)
+            self.producers = BrokerProducers(plan.producers, len(plan.group_ids), bytes_dimension, host.throttle, rng)
         self.traffic: Traffic | None = None
         self.outbox: Outbox | None = None
 
@@ -83,16 +90,17 @@ class LogicalBroker:
         return CLOCK_BASE_S + t_s
 
     def offered_load(self, round_index: int) -> np.ndarray:
-        """Messages per second offered this round per group: the constant rates, then the other profiles."""
-        workload = self.state.workload
-        demand = workload.msgs_per_s.copy()
-        for row, profile in workload.profiles.items():
-            demand[row] = rate_at(profile, round_index, self.rng, since_round=int(workload.since_round[row]))
+        """Messages per second offered this round per group: the workload's rates, and its producers'."""
+        demand = self.state.workload.rates_at(round_index, self.rng)
+        if self.producers is not None:
+            demand += self.producers.offered_by_group(round_index, len(demand), self.interval_s)
         return demand
 
     def publish_phase(self, round_index: int, t_s: float) -> Published:
         demand = self.offered_load(round_index)
         self.traffic = self.node.admit(demand, self.state.workload.msg_bytes, self.monotonic_time(t_s))
+        if self.producers is not None:
+            self.producers.run(self.node.limit, self.monotonic_time(t_s), round_index, t_s, self.interval_s)
         self.outbox = self.node.build_reports(self.traffic, self.local_time(t_s))
         return Published(self.plan.name, self.outbox.payloads, self.outbox.suppressed)
 
@@ -105,6 +113,12 @@ class LogicalBroker:
         self.node.cleanup(now_s, [entry for entry in dead if entry[0] != self.plan.name])
         self.node.allocate()
         return self.rows(round_index, t_s), inbox.rejected
+
+    def producer_rows(self) -> dict[str, np.ndarray] | None:
+        """This round's rows of the `producers` table; None for a broker without producers."""
+        if self.producers is None:
+            return None
+        return self.producers.take_rows(self.plan.index, self.plan.group_ids, self.state.incarnation)
 
     def set_quota(self, group_id: int, quota: np.ndarray, limited: np.ndarray) -> None:
         rows = np.flatnonzero(self.plan.group_ids == group_id)
@@ -191,7 +205,11 @@ class BrokerHost:
         """Receive, clean up and allocate for every hosted broker."""
         columns: list[dict[str, np.ndarray]] = []
         rejected: dict[str, int] = {}
+        producers = []
         for name in sorted(self.brokers):
             rows, rejected[name] = self.brokers[name].allocate_phase(inboxes.get(name, []), dead, round_index, t_s)
             columns.append(rows)
-        return Allocated(columns, rejected)
+            producer_rows = self.brokers[name].producer_rows()
+            if producer_rows is not None:
+                producers.append(producer_rows)
+        return Allocated(columns, rejected, producers)

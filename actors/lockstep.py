@@ -47,6 +47,8 @@ def run_lockstep(
         for result in results:
             for rows in result.rows:
                 writer.add("rounds", rows)
+            for rows in result.producers:
+                writer.add("producers", rows)
         rejected = {broker: count for result in results for broker, count in result.rejected.items()}
         sent = {p.broker: len(p.payloads) for p in published}
         suppressed = {p.broker: p.reports_suppressed for p in published}

@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from actors.workload import Profile
+from actors.workload import Profile, rate_at
 from allocator.broker_node import NodeSettings
+from allocator.producers import ProducerSet, ThrottleSettings
 from allocator.routing import Routes
 
 
@@ -71,6 +72,13 @@ class Workload:
     since_round: np.ndarray  # [n] the round each row's profile counts from
     profiles: dict[int, Profile] = field(default_factory=dict)  # row -> a profile that is not constant
 
+    def rates_at(self, round_index: int, rng: np.random.Generator) -> np.ndarray:
+        """Messages per second offered in round `round_index` per row: the constant rates, then the profiles."""
+        rates = self.msgs_per_s.copy()
+        for row, profile in self.profiles.items():
+            rates[row] = rate_at(profile, round_index, rng, since_round=int(self.since_round[row]))
+        return rates
+
     def with_rate(self, row: int, rate: Profile, since_round: int) -> Workload:
         """A copy with row `row` set to `rate` from `since_round` on (a `demand` event)."""
         msgs_per_s, since, profiles = self.msgs_per_s.copy(), self.since_round.copy(), dict(self.profiles)
@@ -85,6 +93,17 @@ class Workload:
 
 
 @dataclass(frozen=True)
+class ProducerPlan:
+    """A broker's producers (`allocator.producers`): who they are, their limits and their offered load, whose
+    rows align with `producers` (its `msg_bytes` is the producers'; `profiles` the rows not constant)."""
+
+    topics: tuple[str, ...]  # [P]
+    clients: tuple[str, ...]  # [P]
+    producers: ProducerSet
+    workload: Workload
+
+
+@dataclass(frozen=True)
 class BrokerPlan:
     name: str
     index: int  # position in the plan; its inbox topic under interest routing
@@ -95,6 +114,7 @@ class BrokerPlan:
     subscriptions: tuple[int, ...]  # the topics it listens to
     workload: Workload
     clock_offset_s: float = 0.0
+    producers: ProducerPlan | None = None  # None: no producer model, only rates per group
 
 
 @dataclass(frozen=True)
@@ -108,6 +128,7 @@ class HostPlan:
     known_brokers: tuple[str, ...]
     brokers: dict[str, BrokerPlan]
     timer_jitter: float = 0.0  # realtime: a tick's interval varies by up to this fraction
+    throttle: ThrottleSettings | None = None  # how brokers with producers throttle them
 
 
 @dataclass(frozen=True)
@@ -181,6 +202,7 @@ class Plan:
     events: tuple[PlannedEvent, ...]
     brokers_per_actor: int = 1
     timer_jitter: float = 0.0
+    throttle: ThrottleSettings | None = None
 
     def host_plans(self) -> list[HostPlan]:
         """The brokers in slices of `brokers_per_actor`, in plan order, each with the shared settings."""
@@ -195,6 +217,7 @@ class Plan:
                 known_brokers=known,
                 brokers={broker.name: broker for broker in self.brokers[start : start + per_host]},
                 timer_jitter=self.timer_jitter,
+                throttle=self.throttle,
             )
             for start in range(0, len(self.brokers), per_host)
         ]

@@ -44,6 +44,7 @@ class Drained:
     rows: list[dict[str, np.ndarray]]  # per tick
     ticks: list[TickStats]
     lags_s: list[float]
+    producers: list[dict[str, np.ndarray]]  # rows of the `producers` table, per tick of a broker with producers
 
 
 class RealtimeHost(BrokerHost):
@@ -57,6 +58,7 @@ class RealtimeHost(BrokerHost):
         self._next_tick: dict[str, float] = {}  # broker -> wall time of its next tick
         self._tick_round: dict[str, int] = {}
         self._pending_rows: list[dict[str, np.ndarray]] = []
+        self._pending_producer_rows: list[dict[str, np.ndarray]] = []
         self._error: BaseException | None = None
         self._ticks: list[TickStats] = []
         self._lags_s: list[float] = []
@@ -104,8 +106,8 @@ class RealtimeHost(BrokerHost):
         if self._error is not None:
             raise RuntimeError("a broker's timer failed") from self._error
         with self._lock:
-            drained = Drained(self._pending_rows, self._ticks, self._lags_s)
-            self._pending_rows, self._ticks, self._lags_s = [], [], []
+            drained = Drained(self._pending_rows, self._ticks, self._lags_s, self._pending_producer_rows)
+            self._pending_rows, self._ticks, self._lags_s, self._pending_producer_rows = [], [], [], []
         return drained
 
     def _epoch_or_now(self) -> float:
@@ -149,6 +151,9 @@ class RealtimeHost(BrokerHost):
             )
         rows, rejected = logical.allocate_phase(payloads, dead, round_index, t_s)
         self._pending_rows.append(rows)
+        producer_rows = logical.producer_rows()
+        if producer_rows is not None:
+            self._pending_producer_rows.append(producer_rows)
         self._ticks.append(
             TickStats(round_index, broker, len(published.payloads), published.reports_suppressed, rejected)
         )
@@ -224,6 +229,8 @@ def _collect(cluster: Cluster, backend: Backend, writer: TelemetryWriter, round_
     for host in drained:
         for rows in host.rows:
             writer.add("rounds", rows)
+        for rows in host.producers:
+            writer.add("producers", rows)
         lags += host.lags_s
         for tick in host.ticks:
             sent[tick.broker] = sent.get(tick.broker, 0) + tick.reports_sent

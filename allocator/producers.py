@@ -118,7 +118,7 @@ class ProducerSimulator:
         self._topic_bucket = TokenBucketArray(producers.topic_msgs_per_s)
         self._broker_bucket = TokenBucketArray(np.array([settings.broker_msgs_per_s]))
         self._held = np.zeros((n, len(REASONS)), dtype=bool)
-        self._group_held = np.zeros(n_groups, dtype=bool)
+        self._wait_s: np.ndarray | None = None  # [P, R] each limiter's throttle wait after the last step
         # pending[p, a]: messages created `a` steps ago; known_s[p, a]: the producer's knowingly throttled time
         # when they were created (the 80% rule compares it with the time at which they fail)
         self._pending = np.zeros((n, len(self._ages)))
@@ -136,6 +136,11 @@ class ProducerSimulator:
         for index, bucket in enumerate(self._group_buckets):
             rate = np.maximum(np.asarray(limit_per_s, dtype=np.float64)[:, index], _TINY_RATE)
             bucket.set_rate(rate, now_ns)
+        self._wait_s = None  # the waits change with the rates
+
+    def pending_msgs(self) -> np.ndarray:
+        """[P] messages waiting in each producer's pending queue."""
+        return self._pending.sum(axis=1)
 
     def run(self, rate_msgs_per_s: np.ndarray, start_s: float, duration_s: float) -> ProducerRound:
         """Step the producers over `[start_s, start_s + duration_s)` at their rates (msgs/s, [P])."""
@@ -181,15 +186,21 @@ class ProducerSimulator:
         if self.settings.mode == "signal":  # only a client that is told knows it is throttled
             self._known_throttled_s += np.where(np.isfinite(p.receipt_s), own_s, 0.0)
         self._hold_dry_limiters(now_ns)
+        self._wait_s = self._throttle_wait_s(now_ns)
         if self.settings.mode == "signal":
             limited = has_pending & ~paused & (own_fraction < 1.0)
-            self._signal(now_s, limited, self._throttle_wait_s(now_ns), totals)
+            self._signal(now_s, limited, self._wait_s, totals)
 
     def _release_holds(self, now_ns: int) -> np.ndarray:
-        """Let go of the holds whose limiter refilled; returns each holder's remaining wait [P, R] in seconds."""
-        wait_s = self._throttle_wait_s(now_ns)
-        self._held &= wait_s > 0
-        self._group_held &= self._group_wait_s(now_ns) > 0
+        """Let go of the holds whose limiter refilled; returns each holder's remaining wait [P, R] in seconds.
+
+        Nothing is consumed between the end of a step and the start of the next, so a wait shrinks by the
+        step exactly; it is computed afresh after new limits."""
+        if self._wait_s is None:
+            wait_s = self._throttle_wait_s(now_ns)
+        else:
+            wait_s = np.maximum(self._wait_s - self.settings.step_s, 0.0)
+        self._held &= wait_s > 1e-12
         return wait_s
 
     def _age_and_create(self, rate: np.ndarray, totals: _Totals) -> None:
@@ -240,9 +251,8 @@ class ProducerSimulator:
         p, pending = self.producers, self._pending.sum(axis=1)
         fractions = np.ones((len(p), len(REASONS)))
         fractions[:, TOPIC] = _fraction(self._topic_bucket.available(now_ns), pending)
-        n_groups = len(self._group_held)
         for index, bucket in enumerate(self._group_buckets):
-            wanted = np.bincount(p.group_row, weights=pending * self._cost[:, index], minlength=n_groups)
+            wanted = np.bincount(p.group_row, weights=pending * self._cost[:, index], minlength=len(bucket))
             group = _fraction(bucket.available(now_ns), wanted)[p.group_row]
             fractions[:, GROUP] = np.minimum(fractions[:, GROUP], group)
         fractions[:, BROKER] = _fraction(self._broker_bucket.available(now_ns)[0], pending.sum())
@@ -265,10 +275,9 @@ class ProducerSimulator:
 
     def _hold_dry_limiters(self, now_ns: int) -> None:
         """A limiter with no tokens left holds its producers (until it refills, see `_release_holds`)."""
-        p = self.producers
-        self._group_held |= np.min([bucket.available(now_ns) for bucket in self._group_buckets], axis=0) <= _EMPTY
+        group_dry = np.min([bucket.available(now_ns) for bucket in self._group_buckets], axis=0) <= _EMPTY
         self._held[:, TOPIC] |= self._topic_bucket.available(now_ns) <= _EMPTY
-        self._held[:, GROUP] |= self._group_held[p.group_row]
+        self._held[:, GROUP] |= group_dry[self.producers.group_row]
         self._held[:, BROKER] |= self._broker_bucket.available(now_ns)[0] <= _EMPTY
 
     def _signal(self, now_s: float, limited: np.ndarray, wait_s: np.ndarray, totals: _Totals) -> None:
@@ -297,14 +306,12 @@ class ProducerSimulator:
 
     # -- limiter waits -----------------------------------------------------------------------------
 
-    def _group_wait_s(self, now_ns: int) -> np.ndarray:
-        return np.max([bucket.throttle_duration_s(now_ns) for bucket in self._group_buckets], axis=0)
-
     def _throttle_wait_s(self, now_ns: int) -> np.ndarray:
         """[P, R] seconds until each of a producer's limiters refills to its throttle target."""
         wait_s = np.empty((len(self.producers), len(REASONS)))
         wait_s[:, TOPIC] = self._topic_bucket.throttle_duration_s(now_ns)
-        wait_s[:, GROUP] = self._group_wait_s(now_ns)[self.producers.group_row]
+        group_wait_s = np.max([bucket.throttle_duration_s(now_ns) for bucket in self._group_buckets], axis=0)
+        wait_s[:, GROUP] = group_wait_s[self.producers.group_row]
         wait_s[:, BROKER] = self._broker_bucket.throttle_duration_s(now_ns)[0]
         return wait_s
 

@@ -212,10 +212,10 @@ class ProducerSimulator:
         expired = self._ages[None, :] >= self.timeout_steps[:, None]
         if expired.any():
             throttled_s = self._known_throttled_s[:, None] - known
-            limit_s = THROTTLED_FAILURE_FRACTION * self.producers.send_timeout_s[:, None]
+            as_throttled = fails_as_throttled(throttled_s, self.producers.send_timeout_s[:, None])
             failing = np.where(expired, pending, 0.0)
-            totals.failed_throttled += np.where(throttled_s > limit_s, failing, 0.0).sum(axis=1)
-            totals.failed_timeout += np.where(throttled_s > limit_s, 0.0, failing).sum(axis=1)
+            totals.failed_throttled += np.where(as_throttled, failing, 0.0).sum(axis=1)
+            totals.failed_timeout += np.where(as_throttled, 0.0, failing).sum(axis=1)
             pending[expired] = 0.0
         wanted = rate * self.settings.step_s + self._carry
         created = np.floor(wanted)
@@ -346,6 +346,12 @@ class _Totals:
             failed_queue_full_msgs=self.failed_queue_full,
             pending_msgs=pending,
         )
+
+
+def fails_as_throttled(known_throttled_s: np.ndarray, send_timeout_s: np.ndarray) -> np.ndarray:
+    """PIP-385's exception: a send that times out after its producer was knowingly throttled for more than 80%
+    of the send timeout fails as throttled (`ProducerThrottledException`), any other as a timeout."""
+    return known_throttled_s > THROTTLED_FAILURE_FRACTION * send_timeout_s
 
 
 def histogram_quantile(counts: np.ndarray, values: np.ndarray, q: float) -> np.ndarray:

@@ -80,6 +80,7 @@ class ProducerSet:
 class ProducerRound:
     """What each producer saw over one call of `ProducerSimulator.run`, [P] arrays (messages are fluid)."""
 
+    duration_s: float  # the time stepped: whole steps, the nearest to the duration asked for
     offered_msgs: np.ndarray  # messages the application tried to send
     admitted_msgs: np.ndarray  # messages the broker read and persisted
     latency_p50_s: np.ndarray  # send latency of the messages admitted (NaN if none)
@@ -150,7 +151,7 @@ class ProducerSimulator:
         rate = np.asarray(rate_msgs_per_s, dtype=np.float64)
         for index in range(n_steps):
             self._one_step(rate, start_s + index * self.settings.step_s, totals)
-        return totals.result(self._age_s, self._pending.sum(axis=1))
+        return totals.result(n_steps * self.settings.step_s, self._age_s, self._pending.sum(axis=1))
 
     # -- one step ----------------------------------------------------------------------------------
 
@@ -331,8 +332,9 @@ class _Totals:
         self.failed_timeout = np.zeros(n)
         self.failed_queue_full = np.zeros(n)
 
-    def result(self, age_s: np.ndarray, pending: np.ndarray) -> ProducerRound:
+    def result(self, duration_s: float, age_s: np.ndarray, pending: np.ndarray) -> ProducerRound:
         return ProducerRound(
+            duration_s=duration_s,
             offered_msgs=self.offered,
             admitted_msgs=self.admitted,
             latency_p50_s=histogram_quantile(self.latency_histogram, age_s, 0.50),

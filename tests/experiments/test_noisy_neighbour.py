@@ -58,7 +58,7 @@ def test_under_pause_connection_the_neighbours_lose_it(runs):
     neighbours = seen.loc[NEIGHBOURS]
     assert neighbours.throughput_msgs_per_s.mean() < 0.8 * NEIGHBOUR_RATE
     assert neighbours.latency_p50_ms.median() > 1000.0
-    assert (neighbours.connection_blocked_s > 0.5).all()
+    assert (neighbours.connection_blocked_s > 0.3).all() and neighbours.connection_blocked_s.mean() > 0.5
     assert neighbours.failed_timeout_msgs.sum() > 0
     noisy = seen.loc["noisy-events"]
     assert (noisy.throttle_signals == 0).all() and noisy.failed_throttled_msgs.sum() == 0  # nobody is told

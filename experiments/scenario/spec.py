@@ -158,10 +158,10 @@ class Scenario:
     events: tuple[EventSpec, ...] = ()
     realtime: RealtimeSpec = field(default_factory=RealtimeSpec)
     brokers_per_actor: int = 1  # ray backend: logical brokers hosted by one actor
-    throttle: ThrottleSpec = field(default_factory=ThrottleSpec)
-    clients: tuple[ClientSpec, ...] = ()  # producers on connections (experiments.scenario.producers)
     description: str = ""
     generated: dict[str, Any] | None = None  # the `generated:` block that groups and brokers came from
+    throttle: ThrottleSpec = field(default_factory=ThrottleSpec)
+    clients: tuple[ClientSpec, ...] = ()  # producers on connections (experiments.scenario.producers)
 
     def dimensions(self) -> tuple[str, ...]:
         """Quota dimensions used by any group, in the canonical order of DIMENSIONS."""

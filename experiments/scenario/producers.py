@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from allocator.producers import MODES
 from experiments import checks
 from experiments.scenario import converter, sections
 from experiments.scenario.spec import ClientSpec, ProducerSpec, ThrottleSpec
 
-MODES = ("pause-connection", "signal")  # allocator.producers.MODES
 MAX_PRODUCERS = 1000  # in a scenario: the producer model keeps a [producers, send timeout / step] array per broker
 MAX_TIMEOUT_STEPS = 6000  # a send timeout of at most this many time steps (60 s at the default 10 ms)
 _UNLIMITED_FIELDS = {ThrottleSpec: "broker_msgs_per_s", ProducerSpec: "topic_msgs_per_s"}

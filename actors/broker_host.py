@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from actors.plan import BrokerPlan, HostPlan, Workload, component_rng
+from actors.producers import BrokerProducers
 from actors.quota_telemetry import GROUP_LIMIT, QuotaRound, QuotaTracker
-from actors.workload import rate_at
-from allocator.broker_node import BrokerNode, Outbox, Traffic
+from allocator.broker_node import BYTES_DIMENSIONS, BrokerNode, Outbox, Traffic
 
 CLOCK_BASE_S = 1_000_000.0
-WORKLOAD_STREAM, TIMER_STREAM = 0, 1  # a broker's generators, per incarnation
+WORKLOAD_STREAM, TIMER_STREAM, PRODUCER_STREAM = 0, 1, 3  # a broker's generators, per incarnation (2: its clock)
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,12 @@ class LogicalBroker:
             self.node.set_pool_size(None)  # a newcomer waits for the pool size to be agreed
         self.registry_reachable = True
         self.limited = limited
+        self.interval_s = host.interval_s
+        self.producers: BrokerProducers | None = None
+        if plan.producers is not None and host.throttle is not None:
+            bytes_dimension = np.array([dim in BYTES_DIMENSIONS for dim in host.node.dimensions])
+            rng = component_rng(host.seed, plan.name, PRODUCER_STREAM, state.incarnation)
+            self.producers = BrokerProducers(plan.producers, len(plan.group_ids), bytes_dimension, host.throttle, rng)
         self.traffic: Traffic | None = None
         self.outbox: Outbox | None = None
         self.quota_tracker = QuotaTracker()
@@ -94,17 +100,18 @@ class LogicalBroker:
         return CLOCK_BASE_S + t_s
 
     def offered_load(self, round_index: int) -> np.ndarray:
-        """Messages per second offered this round per group: the constant rates, then the other profiles."""
-        workload = self.state.workload
-        demand = workload.msgs_per_s.copy()
-        for row, profile in workload.profiles.items():
-            demand[row] = rate_at(profile, round_index, self.rng, since_round=int(workload.since_round[row]))
+        """Messages per second offered this round per group: the workload's rates, and its producers'."""
+        demand = self.state.workload.rates_at(round_index, self.rng)
+        if self.producers is not None:
+            demand += self.producers.offered_by_group(round_index, len(demand), self.interval_s)
         return demand
 
     def publish_phase(self, round_index: int, t_s: float) -> Published:
         demand = self.offered_load(round_index)
         self.traffic = self.node.admit(demand, self.state.workload.msg_bytes, self.monotonic_time(t_s))
         self.admitted_limit = self.node.limit.copy()  # the limits this round's traffic went through
+        if self.producers is not None:
+            self.producers.run(self.node.limit, self.monotonic_time(t_s), round_index, t_s, self.interval_s)
         self.outbox = self.node.build_reports(self.traffic, self.local_time(t_s))
         return Published(self.plan.name, self.outbox.payloads, self.outbox.suppressed)
 
@@ -145,7 +152,6 @@ class LogicalBroker:
             set_reachable = getattr(self.node, "set_registry_reachable", None)
             if set_reachable is not None:
                 set_reachable(reachable)
-
     def set_quota(self, group_id: int, quota: np.ndarray, limited: np.ndarray) -> None:
         rows = np.flatnonzero(self.plan.group_ids == group_id)
         if len(rows):
@@ -201,9 +207,9 @@ class LogicalBroker:
         }
 
     def side_tables(self, round_index: int, t_s: float) -> list[tuple[str, dict[str, np.ndarray]]]:
-        """This round's rows of the other tables: `throttles` (one per group and reason that throttled it)
-        and `timings` (the allocate phase's wall-clock duration; kept out of `rounds`, whose values are
-        identical on every backend for a seed)."""
+        """This round's rows of the other tables: `throttles` (one per group and reason that throttled it),
+        `producers` (a broker with producers: one per producer) and `timings` (the allocate phase's wall-clock
+        duration; kept out of `rounds`, whose values are identical on every backend for a seed)."""
         quota = self.quota_round
         assert quota is not None, "allocate_phase first"
         group_ids = self.plan.group_ids.astype(np.int32)
@@ -227,7 +233,11 @@ class LogicalBroker:
             "broker": np.array([self.plan.index], dtype=np.int32),
             "allocate_phase_s": np.array([self.allocate_phase_s]),
         }
-        return [("throttles", columns) for columns in throttles] + [("timings", timing)]
+        tables = [("throttles", columns) for columns in throttles] + [("timings", timing)]
+        if self.producers is not None:
+            producers = self.producers.take_rows(self.plan.index, self.plan.group_ids, self.state.incarnation)
+            tables.append(("producers", producers))
+        return tables
 
     def pool_size_column(self) -> int:
         """The pool size the broker split by (`agreed_pool_size`): -1 in a run without a pool-size consensus,

@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from actors.workload import Profile
+from actors.workload import Profile, rate_at
 from allocator.broker_node import NodeSettings
+from allocator.producers import ProducerSet, ThrottleSettings
 from allocator.routing import Routes
 
 
@@ -80,6 +81,13 @@ class Workload:
     since_round: np.ndarray  # [n] the round each row's profile counts from
     profiles: dict[int, Profile] = field(default_factory=dict)  # row -> a profile that is not constant
 
+    def rates_at(self, round_index: int, rng: np.random.Generator) -> np.ndarray:
+        """Messages per second offered in round `round_index` per row: the constant rates, then the profiles."""
+        rates = self.msgs_per_s.copy()
+        for row, profile in self.profiles.items():
+            rates[row] = rate_at(profile, round_index, rng, since_round=int(self.since_round[row]))
+        return rates
+
     def with_rate(self, row: int, rate: Profile, since_round: int) -> Workload:
         """A copy with row `row` set to `rate` from `since_round` on (a `demand` event)."""
         msgs_per_s, since, profiles = self.msgs_per_s.copy(), self.since_round.copy(), dict(self.profiles)
@@ -94,6 +102,17 @@ class Workload:
 
 
 @dataclass(frozen=True)
+class ProducerPlan:
+    """A broker's producers (`allocator.producers`): who they are, their limits and their offered load, whose
+    rows align with `producers` (its `msg_bytes` is the producers'; `profiles` the rows not constant)."""
+
+    topics: tuple[str, ...]  # [P]
+    clients: tuple[str, ...]  # [P]
+    producers: ProducerSet
+    workload: Workload
+
+
+@dataclass(frozen=True)
 class BrokerPlan:
     name: str
     index: int  # position in the plan; its inbox topic under interest routing
@@ -104,6 +123,7 @@ class BrokerPlan:
     subscriptions: tuple[int, ...]  # the topics it listens to
     workload: Workload
     clock_offset_s: float = 0.0
+    producers: ProducerPlan | None = None  # None: no producer model, only rates per group
 
 
 @dataclass(frozen=True)
@@ -118,6 +138,7 @@ class HostPlan:
     brokers: dict[str, BrokerPlan]
     timer_jitter: float = 0.0  # realtime: a tick's interval varies by up to this fraction
     pool_consensus: bool = False  # brokers split by the pool size agreed through the consensus (actors.consensus)
+    throttle: ThrottleSettings | None = None  # how brokers with producers throttle them
 
 
 @dataclass(frozen=True)
@@ -192,6 +213,7 @@ class Plan:
     brokers_per_actor: int = 1
     timer_jitter: float = 0.0
     consensus: ConsensusPlan | None = None  # None: the policy splits by no agreed pool size
+    throttle: ThrottleSettings | None = None
 
     def host_plans(self) -> list[HostPlan]:
         """The brokers in slices of `brokers_per_actor`, in plan order, each with the shared settings."""
@@ -207,6 +229,7 @@ class Plan:
                 brokers={broker.name: broker for broker in self.brokers[start : start + per_host]},
                 timer_jitter=self.timer_jitter,
                 pool_consensus=self.consensus is not None,
+                throttle=self.throttle,
             )
             for start in range(0, len(self.brokers), per_host)
         ]

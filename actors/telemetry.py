@@ -1,5 +1,5 @@
-"""Parquet telemetry written as a run goes: `rounds/`, `messages/`, `events/`, `throttles/` and `timings/`
-parts, and `manifest.json`.
+"""Parquet telemetry written as a run goes: `rounds/`, `messages/`, `events/`, `throttles/`, `timings/` and
+`producers/` parts, and `manifest.json`.
 
 Rows are buffered and flushed as a new part file every `flush_every_rounds` rounds (or sooner, once
 `flush_rows` rows are buffered: a PIP-82-sized run writes 500,000 rows a round). A flush is written by a
@@ -105,12 +105,41 @@ EVENTS_SCHEMA = pa.schema(
         ("detail", pa.string()),
     ]
 )
+# One row per producer and round (actors.producers; empty for a run without producers), docs/telemetry.md
+PRODUCERS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("round", pa.int32()),
+        ("t_s", pa.float64()),
+        ("broker", pa.string()),
+        ("client", pa.string()),
+        ("topic", pa.string()),
+        ("group", pa.string()),
+        ("mode", pa.string()),
+        ("offered_msgs_per_s", pa.float64()),
+        ("throughput_msgs_per_s", pa.float64()),
+        ("latency_p50_ms", pa.float64()),
+        ("latency_p99_ms", pa.float64()),
+        ("throttled_topic_quota_s", pa.float64()),
+        ("throttled_resource_group_quota_s", pa.float64()),
+        ("throttled_broker_quota_s", pa.float64()),
+        ("connection_blocked_s", pa.float64()),
+        ("throttle_signals", pa.int32()),
+        ("fallbacks", pa.int32()),
+        ("failed_throttled_msgs", pa.float64()),
+        ("failed_timeout_msgs", pa.float64()),
+        ("failed_queue_full_msgs", pa.float64()),
+        ("pending_msgs", pa.float64()),
+        ("incarnation", pa.int32()),
+    ]
+)
 SCHEMAS = {
     "rounds": ROUNDS_SCHEMA,
     "messages": MESSAGES_SCHEMA,
     "events": EVENTS_SCHEMA,
     "throttles": THROTTLES_SCHEMA,
     "timings": TIMINGS_SCHEMA,
+    "producers": PRODUCERS_SCHEMA,
 }
 
 

@@ -25,6 +25,7 @@ from actors.plan import (
     DemandEvent,
     Plan,
     PlannedEvent,
+    ProducerPlan,
     QuotaEvent,
     Workload,
     component_rng,
@@ -33,8 +34,9 @@ from actors.workload import Profile
 from allocator import policies
 from allocator.broker_node import NodeSettings
 from allocator.codec import DIMENSIONS
+from allocator.producers import ProducerSet, ThrottleSettings
 from allocator.routing import TOPIC_DTYPE, Routes
-from experiments.scenario.spec import BrokerSpec, EventSpec, Scenario
+from experiments.scenario.spec import BrokerSpec, EventSpec, ProducerSpec, Scenario
 
 DEFAULT_MSG_BYTES = 1000.0  # a group a `demand` event adds to a broker
 CLOCK_STREAM = 2  # a broker's generator for its initial clock offset (see actors.broker_host for the others)
@@ -67,7 +69,10 @@ def build_plan(scenario: Scenario) -> Plan:
         routing=scenario.channel.routing,
         topics=len(scenario.brokers) if interest else scenario.channel.shards,
     )
-    served = [_served_groups(broker, scenario.events, group_index) for broker in scenario.brokers]
+    served = [
+        _served_groups(broker, scenario.events, group_index, [p.group for _, p in _producers_on(scenario, broker.name)])
+        for broker in scenario.brokers
+    ]
     routes = _interest_routes(served, len(scenario.groups)) if interest else None
     brokers = tuple(
         _broker_plan(scenario, index, spec, group_ids, routes)
@@ -91,6 +96,7 @@ def build_plan(scenario: Scenario) -> Plan:
         brokers_per_actor=scenario.brokers_per_actor,
         timer_jitter=scenario.realtime.jitter_pct / 100.0,
         consensus=_consensus(scenario, policy, session_timeout_s),
+        throttle=_throttle(scenario),
     )
 
 
@@ -143,10 +149,13 @@ def _as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else asdict(value)
 
 
-def _served_groups(broker: BrokerSpec, events: Sequence[EventSpec], group_index: Mapping[str, int]) -> np.ndarray:
-    """Global ids of every group the broker may serve: its workload's, then those `demand` events add."""
+def _served_groups(
+    broker: BrokerSpec, events: Sequence[EventSpec], group_index: Mapping[str, int], produced: Sequence[str] = ()
+) -> np.ndarray:
+    """Global ids of every group the broker may serve: its workload's, those `demand` events add, then the
+    groups of its producers (`produced`)."""
     demanded = [event.params["group"] for event in events if event.kind == "demand" and event.target == broker.name]
-    names = dict.fromkeys([*(work.group for work in broker.workload), *demanded])
+    names = dict.fromkeys([*(work.group for work in broker.workload), *demanded, *produced])
     return np.array([group_index[name] for name in names], dtype=np.int64)
 
 
@@ -195,6 +204,7 @@ def _broker_plan(
         subscriptions=subscriptions,
         workload=_workload(spec, len(group_ids)),
         clock_offset_s=offset_s,
+        producers=_producer_plan(scenario, spec, group_ids),
     )
 
 
@@ -210,6 +220,52 @@ def _workload(spec: BrokerSpec, n_groups: int) -> Workload:
         else:
             profiles[row] = work.msgs_per_s
     return Workload(msgs_per_s, msg_bytes, np.full(n_groups, spec.join_at, dtype=np.int64), profiles)
+
+
+def _throttle(scenario: Scenario) -> ThrottleSettings | None:
+    """The brokers' throttle settings in seconds; None when the scenario has no producers."""
+    if not scenario.clients:
+        return None
+    spec = scenario.throttle
+    return ThrottleSettings(
+        mode=spec.mode,
+        step_s=spec.step_ms / 1000,
+        receipt_wait_s=spec.receipt_wait_ms / 1000,
+        broker_msgs_per_s=np.inf if spec.broker_msgs_per_s < 0 else spec.broker_msgs_per_s,
+    )
+
+
+def _producers_on(scenario: Scenario, broker: str) -> list[tuple[str, ProducerSpec]]:
+    """(client name, producer) of every producer on `broker`, in file order."""
+    return [(client.name, p) for client in scenario.clients for p in client.producers if p.broker == broker]
+
+
+def _producer_plan(scenario: Scenario, broker: BrokerSpec, group_ids: np.ndarray) -> ProducerPlan | None:
+    """The broker's producers: one connection per client, rows into the broker's groups, times in seconds."""
+    on_broker = _producers_on(scenario, broker.name)
+    if not on_broker:
+        return None
+    receipt_s = {c.name: c.receipt_ms / 1000 if c.throttle_signal else np.inf for c in scenario.clients}
+    connection = {name: index for index, name in enumerate(dict.fromkeys(name for name, _ in on_broker))}
+    row = {scenario.groups[gid].name: index for index, gid in enumerate(group_ids.tolist())}
+    producers = [p for _, p in on_broker]
+    msg_bytes = np.array([p.msg_bytes for p in producers])
+    rates = np.array([p.msgs_per_s.params["rate"] if p.msgs_per_s.kind == "constant" else 0.0 for p in producers])
+    profiles = {index: p.msgs_per_s for index, p in enumerate(producers) if p.msgs_per_s.kind != "constant"}
+    return ProducerPlan(
+        topics=tuple(p.topic for p in producers),
+        clients=tuple(name for name, _ in on_broker),
+        producers=ProducerSet(
+            group_row=np.array([row[p.group] for p in producers], dtype=np.int64),
+            connection=np.array([connection[name] for name, _ in on_broker], dtype=np.int64),
+            send_timeout_s=np.array([p.send_timeout_ms / 1000 for p in producers]),
+            max_pending=np.array([p.max_pending for p in producers], dtype=np.float64),
+            msg_bytes=msg_bytes,
+            topic_msgs_per_s=np.array([np.inf if p.topic_msgs_per_s < 0 else p.topic_msgs_per_s for p in producers]),
+            receipt_s=np.array([receipt_s[name] for name, _ in on_broker]),
+        ),
+        workload=Workload(rates, msg_bytes, np.full(len(producers), broker.join_at, dtype=np.int64), profiles),
+    )
 
 
 def _events(

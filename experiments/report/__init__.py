@@ -26,7 +26,8 @@ def build_report(
 
     Writes summary.json, per_round.csv (per group and round), convergence.csv (per group and event),
     bandwidth.csv (per run and round), per_broker.csv (per run and broker), quota_telemetry.csv (per group and
-    dimension), throttled_by_reason.csv (per group and reason) and report.html. Uses `spark`
+    dimension), throttled_by_reason.csv (per group and reason), producers.csv (per producer and run, for runs
+    with producers) and report.html. Uses `spark`
     when given, else the shared session on `master`.
     """
     # Imported here, not at the top: the CLI imports this package to register `report`, and every other
@@ -34,10 +35,11 @@ def build_report(
     from experiments.report.figures import figure_groups
     from experiments.report.html import render_report
     from experiments.report.load import load_runs, read_manifests
+    from experiments.report.producers import load_producers, producer_rounds, producer_summary, producers_section
     from experiments.report.session import spark_session
     from experiments.report.summary import build_summary, collect_limits, collect_results
 
-    read_manifests(run_dirs)  # a missing run or table fails here, before Spark starts
+    located = read_manifests(run_dirs)  # a missing run or table fails here, before Spark starts
     session = spark or spark_session(master)
     runs = load_runs(session, run_dirs)
     results = collect_results(runs)
@@ -56,8 +58,13 @@ def build_report(
         "quota_telemetry.csv": results.quota.groups,
         "throttled_by_reason.csv": results.quota.reasons,
     }
+    sections = []
+    producers = load_producers(session, located)
+    if producers is not None:  # runs with producers (PIP-385): producers.csv and a section of their own
+        tables["producers.csv"] = producer_summary(producers)
+        sections.append(producers_section(tables["producers.csv"], producer_rounds(producers)))
     for name, table in tables.items():
         table.to_csv(out / name, index=False)
     report = out / "report.html"
-    report.write_text(render_report(summary, results, limits, runs.manifests))
+    report.write_text(render_report(summary, results, limits, runs.manifests, sections))
     return report

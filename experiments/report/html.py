@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from html import escape
 from typing import Any
 
@@ -31,9 +32,14 @@ img { max-width: 100%; display: block; margin: 0.5em 0 1.5em }
 
 
 def render_report(
-    summary: dict[str, Any], results: Results, limits: pd.DataFrame, manifests: dict[str, dict[str, Any]]
+    summary: dict[str, Any],
+    results: Results,
+    limits: pd.DataFrame,
+    manifests: dict[str, dict[str, Any]],
+    sections: Sequence[str] = (),
 ) -> str:
-    """The whole page: a comparison of the runs (when several), then each run, then the definitions."""
+    """The whole page: a comparison of the runs (when several), then each run, then `sections` (HTML of the
+    optional parts, e.g. producers), then the definitions."""
     runs = summary["runs"]
     generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
@@ -47,6 +53,7 @@ def render_report(
     if len(runs) > 1:
         parts.append(_comparison(runs, manifests))
     parts.extend(_run_section(run, results, limits) for run in runs)
+    parts.extend(sections)
     parts.append(_definitions())
     parts.append("</body></html>")
     return "\n".join(parts)

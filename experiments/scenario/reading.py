@@ -13,7 +13,7 @@ import yaml
 
 from experiments import checks
 from experiments.errors import ScenarioError
-from experiments.scenario import converter, events, generation, sections
+from experiments.scenario import converter, events, generation, producers, sections
 from experiments.scenario.spec import ChannelSpec, CleanupSpec, RealtimeSpec, Scenario
 
 
@@ -168,6 +168,7 @@ def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
         brokers = sections.brokers(top["brokers"], "brokers", replace(context, groups=sections.by_name(groups)))
         generated = None
     context = replace(context, groups=sections.by_name(groups), brokers=sections.by_name(brokers))
+    throttle = producers.throttle(top.get("throttle", {}), "throttle", settings.get("interval_s", Scenario.interval_s))
     return Scenario(
         **settings,
         groups=groups,
@@ -180,4 +181,6 @@ def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
         events=events.events(top.get("events", []), "events", context, brokers),
         realtime=converter.plain_section(RealtimeSpec, top.get("realtime", {}), "realtime"),
         generated=generated,
+        throttle=throttle,
+        clients=producers.clients(top.get("clients", []), "clients", context, throttle.step_ms),
     )

@@ -68,7 +68,8 @@ def policy(raw: Any, key: str) -> PolicySpec:
     return PolicySpec(name=name, params=dict(params))
 
 
-def _quota_value(value: Any, key: str) -> float:
+def rate_or_unlimited(value: Any, key: str) -> float:
+    """A rate per second (a quota) or 'unlimited', stored as -1.0."""
     if value == UNLIMITED:
         return -1.0
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
@@ -81,7 +82,7 @@ def _quota_value(value: Any, key: str) -> float:
 def quota(raw: Any, key: str, also_allowed: Sequence[str] = ()) -> dict[str, float]:
     """Dimension -> rate per second; at least one of DIMENSIONS. `also_allowed` keys are skipped here."""
     body = checks.mapping(raw, key, (*also_allowed, *DIMENSIONS))
-    rates = {dim: _quota_value(body[dim], checks.at(key, dim)) for dim in DIMENSIONS if dim in body}
+    rates = {dim: rate_or_unlimited(body[dim], checks.at(key, dim)) for dim in DIMENSIONS if dim in body}
     if not rates:
         raise checks.FieldError(key, f"must set at least one of {', '.join(DIMENSIONS)}")
     return rates

@@ -118,6 +118,38 @@ class RealtimeSpec:
 
 
 @dataclass(frozen=True)
+class ThrottleSpec:
+    """How a broker throttles producers (allocator.producers): Pulsar's pause-connection or PIP-385's signal."""
+
+    mode: str = "pause-connection"  # pause-connection | signal
+    step_ms: float = 10.0  # the producers' time step within a round
+    receipt_wait_ms: float = 100.0  # Pulsar's throttleProducerReceiptWaitTimeMillis
+    broker_msgs_per_s: float = -1.0  # the broker's own publish rate, 'unlimited' (stored as -1.0)
+
+
+@dataclass(frozen=True)
+class ProducerSpec:
+    topic: str
+    broker: str
+    group: str
+    msgs_per_s: Profile
+    msg_bytes: float = 1000.0
+    send_timeout_ms: float = 30_000.0  # Pulsar's default sendTimeout
+    max_pending: int = 1000  # messages; a send that finds them all pending fails (blockIfQueueFull = false)
+    topic_msgs_per_s: float = -1.0  # the topic's publish rate, 'unlimited' (stored as -1.0)
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    """One client: one connection per broker it produces to (connectionsPerBroker = 1)."""
+
+    name: str
+    producers: tuple[ProducerSpec, ...]
+    throttle_signal: bool = True  # understands PIP-385's ThrottleProducer
+    receipt_ms: float = 1.0  # how long it takes to acknowledge one
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     groups: tuple[GroupSpec, ...]
@@ -137,6 +169,8 @@ class Scenario:
     brokers_per_actor: int = 1  # ray backend: logical brokers hosted by one actor
     description: str = ""
     generated: dict[str, Any] | None = None  # the `generated:` block that groups and brokers came from
+    throttle: ThrottleSpec = field(default_factory=ThrottleSpec)
+    clients: tuple[ClientSpec, ...] = ()  # producers on connections (experiments.scenario.producers)
 
     def dimensions(self) -> tuple[str, ...]:
         """Quota dimensions used by any group, in the canonical order of DIMENSIONS."""

@@ -53,6 +53,17 @@ def lossy_scenario(backend: str) -> dict[str, Any]:
             {"at": 24, "leave": "b4"},
             {"at": 27, "join": "b4"},
         ],
+        # producers on shared connections (PIP-385), on a broker that crashes and restarts
+        "throttle": {"mode": "signal", "step_ms": 50},
+        "clients": [
+            {"name": "app-1", "producers": [
+                {"topic": "t1", "broker": "b1", "group": "g1", "msgs_per_s": {"poisson": {"mean": 200}},
+                 "send_timeout_ms": 2000},
+                {"topic": "t2", "broker": "b1", "group": "g2", "msgs_per_s": 20}]},
+            {"name": "app-2", "throttle_signal": False, "producers": [
+                {"topic": "t3", "broker": "b3", "group": "g2", "msgs_per_s": {"poisson": {"mean": 100}},
+                 "max_pending": 50}]},
+        ],
     }  # fmt: skip
 
 
@@ -70,7 +81,8 @@ class RecordingRayBackend(RayBackend):
 
 def tables(run_dir: Path) -> dict[str, pd.DataFrame]:
     keys = {"rounds": ["round", "broker", "group", "dimension"], "messages": ["round", "broker"],
-            "events": ["round", "kind", "target"], "throttles": ["round", "broker", "group", "reason"]}  # fmt: skip
+            "events": ["round", "kind", "target"], "throttles": ["round", "broker", "group", "reason"],
+            "producers": ["round", "broker", "client", "topic"]}  # fmt: skip
     out = {}
     for name, key in keys.items():
         frame = ds.dataset(run_dir / name, format="parquet").to_table().to_pandas().drop(columns="run_id")
@@ -92,9 +104,12 @@ def test_lockstep_is_identical_on_local_and_ray_and_a_crash_kills_the_actor(ray_
                                          "leave", "join"}  # fmt: skip
     assert rounds[rounds.broker == "b1"]["round"].between(10, 15).sum() == 0
     assert len(rounds) > 0 and rounds.usage.nunique() > 20  # Poisson loads: many distinct values
+    producers = local["producers"]
+    assert set(producers.topic) == {"t1", "t2", "t3"} and producers.throttle_signals.sum() > 0
+    assert producers[producers.topic == "t1"]["round"].between(10, 15).sum() == 0  # b1 was down
 
     # `timings` (wall-clock durations) is the one table that may differ
-    for name in ("rounds", "messages", "events", "throttles"):
+    for name in ("rounds", "messages", "events", "throttles", "producers"):
         pd.testing.assert_frame_equal(local[name], on_ray[name], check_exact=True, obj=name)
 
     # b1's crash and b4's leave killed their actors (one broker per actor): a call to one now fails

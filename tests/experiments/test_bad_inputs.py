@@ -268,6 +268,66 @@ BAD = {
 }
 
 
+def producer(extra: str = "", client: str = "") -> str:
+    """BASE with one client and one producer on b1, keys added to the producer (or to the client)."""
+    entry = "{topic: t, broker: b1, group: g, msgs_per_s: 10" + (f", {extra}" if extra else "") + "}"
+    return top(f"clients: [{{name: app{', ' + client if client else ''}, producers: [{entry}]}}]")
+
+
+# the producers and their throttling (PIP-385)
+BAD.update(
+    {
+        "throttle mode unknown": Bad(top("throttle: {mode: pause-topic}"), "throttle.mode", "must be one of"),
+        "throttle step longer than a round": Bad(
+            top("throttle: {step_ms: 2000}"), "throttle.step_ms", "must be <= interval_s (1000 ms)"
+        ),
+        "throttle receipt wait negative": Bad(
+            top("throttle: {receipt_wait_ms: -1}"), "throttle.receipt_wait_ms", ">= 0"
+        ),
+        "throttle broker rate a word": Bad(
+            top("throttle: {broker_msgs_per_s: lots}"), "throttle.broker_msgs_per_s", "or 'unlimited', got 'lots'"
+        ),
+        "throttle unknown key": Bad(top("throttle: {pause_for_ms: 5}"), "throttle.pause_for_ms", "unknown key"),
+        "producer on an unknown broker": Bad(
+            producer().replace("broker: b1", "broker: b9"), "clients[0].producers[0].broker", "unknown broker 'b9'"
+        ),
+        "producer of an unknown group": Bad(
+            producer().replace("group: g, msgs_per_s: 10", "group: h, msgs_per_s: 10"),
+            "clients[0].producers[0].group",
+            "unknown group 'h'",
+        ),
+        "producer without a topic": Bad(
+            producer().replace("topic: t, ", ""), "clients[0].producers[0].topic", "required"
+        ),
+        "producer rate negative": Bad(
+            producer().replace("msgs_per_s: 10}", "msgs_per_s: -1}"), "clients[0].producers[0].msgs_per_s", ">= 0"
+        ),
+        "producer send timeout zero": Bad(
+            producer("send_timeout_ms: 0"), "clients[0].producers[0].send_timeout_ms", "must be > 0"
+        ),
+        "producer send timeout of 10,000 steps": Bad(
+            producer("send_timeout_ms: 100000"), "clients[0].producers[0].send_timeout_ms", "<= 6000 time steps"
+        ),
+        "producer max_pending a fraction": Bad(
+            producer("max_pending: 2.5"), "clients[0].producers[0].max_pending", "must be an integer"
+        ),
+        "producer topic rate infinite": Bad(
+            producer("topic_msgs_per_s: .inf"), "clients[0].producers[0].topic_msgs_per_s", "or 'unlimited'"
+        ),
+        "client receipt negative": Bad(producer(client="receipt_ms: -2"), "clients[0].receipt_ms", ">= 0"),
+        "client signal support not a boolean": Bad(
+            producer(client="throttle_signal: maybe"), "clients[0].throttle_signal", "must be true or false"
+        ),
+        "client without producers": Bad(top("clients: [{name: app}]"), "clients[0].producers", "required"),
+        "client with a topic twice": Bad(
+            top("clients: [{name: app, producers: [{topic: t, broker: b1, group: g, msgs_per_s: 1}, "
+                "{topic: t, broker: b2, group: g, msgs_per_s: 1}]}]"),
+            "clients[0].producers[1].topic",
+            "duplicate topic 't'",
+        ),  # fmt: skip
+    }
+)
+
 def test_the_base_scenario_is_good():
     assert parse_scenario(yaml.safe_load(BASE)).rounds == 60  # each case breaks it in one place only
 

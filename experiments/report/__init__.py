@@ -35,11 +35,11 @@ def build_report(
     from experiments.report.figures import figure_groups
     from experiments.report.html import render_report
     from experiments.report.load import load_runs, read_manifests
-    from experiments.report.producers import load_producers, producer_rounds, producer_summary, producers_section
+    from experiments.report.producers import producer_rounds, producer_summary, producers_of, producers_section
     from experiments.report.session import spark_session
     from experiments.report.summary import build_summary, collect_limits, collect_results
 
-    located = read_manifests(run_dirs)  # a missing run or table fails here, before Spark starts
+    read_manifests(run_dirs)  # a missing run or table fails here, before Spark starts
     session = spark or spark_session(master)
     runs = load_runs(session, run_dirs)
     results = collect_results(runs)
@@ -59,7 +59,7 @@ def build_report(
         "throttled_by_reason.csv": results.quota.reasons,
     }
     sections = []
-    producers = load_producers(session, located)
+    producers = producers_of(runs)
     if producers is not None:  # runs with producers (PIP-385): producers.csv and a section of their own
         tables["producers.csv"] = producer_summary(producers)
         sections.append(producers_section(tables["producers.csv"], producer_rounds(producers)))

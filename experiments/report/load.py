@@ -54,6 +54,7 @@ class Runs:
     events: DataFrame
     throttles: DataFrame  # per round, broker, group and reason that throttled it
     timings: DataFrame  # per round and broker: the allocate phase's wall-clock duration
+    producers: DataFrame  # per round and producer (PIP-385; empty for runs without producers)
     manifests: dict[str, dict[str, Any]]  # in the order the run directories were given
 
 
@@ -67,8 +68,8 @@ class RunDirectory:
 
 
 def load_runs(spark: SparkSession, run_dirs: list[Path] | list[str]) -> Runs:
-    """Read each `RUN_DIR/{manifest.json, rounds/, messages/, events/, throttles/, timings/}`; a missing piece
-    is a `UserError`.
+    """Read each `RUN_DIR/{manifest.json, rounds/, messages/, events/, throttles/, timings/, producers/}`; a
+    missing piece is a `UserError`.
 
     Each table is one Parquet scan over every run's part files, not one scan per run unioned: a sweep reports
     on a hundred runs or more, and per-run scans (listing, planning, a union of hundreds of plans) cost seconds

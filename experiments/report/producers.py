@@ -8,36 +8,25 @@ run without producers, and absent from runs written before it existed.
 from __future__ import annotations
 
 from html import escape
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from actors.producers import THROTTLED_COLUMNS
-from actors.telemetry import SCHEMAS
 from experiments.report.figures import png_base64
 from experiments.report.html import html_table, img_tag
-from experiments.report.load import RunDirectory, _checked_parts, _read_table, spark_schema
+from experiments.report.load import Runs
 
-PRODUCERS_SCHEMA = spark_schema(SCHEMAS["producers"])
 PRODUCER = ["run_id", "broker", "client", "topic", "group", "mode"]
 REASON_NAMES = {column: column.removeprefix("throttled_").removesuffix("_s") for column in THROTTLED_COLUMNS}
 
 
-def load_producers(spark: SparkSession, located: dict[str, RunDirectory]) -> DataFrame | None:
-    """The `producers` table of every run that has one with rows; None when none has."""
-    parts = [
-        _checked_parts(run.path, "producers", PRODUCERS_SCHEMA, run_id)
-        for run_id, run in located.items()
-        if (Path(run.path) / "producers").is_dir()
-    ]
-    if not any(parts):
-        return None
-    table = _read_table(spark, PRODUCERS_SCHEMA, parts)
-    return table if table.limit(1).count() else None
+def producers_of(runs: Runs) -> DataFrame | None:
+    """The `producers` table of the runs; None when no run has producers."""
+    return runs.producers if runs.producers.limit(1).count() else None
 
 
 def producer_summary(producers: DataFrame) -> pd.DataFrame:

@@ -8,17 +8,20 @@ driver runs every broker's first phase before any second phase, a realtime broke
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from allocator import policies
 from allocator.bucket_array import TokenBucketArray
 from allocator.codec import UsageReport, check_key, decode_batch, encode_split
+from allocator.loss_meter import LossMeter
 from allocator.reporting import ReportSuppressor, Selection
 from allocator.routing import Routes
 from allocator.usage_table import OWN, CleanupRules, Merge, UsageTable
+from allocator.waterfill import max_min_fair
 
 BYTES_DIMENSIONS = frozenset({"publish_bytes_per_s", "dispatch_bytes_per_s"})
 MIN_LIMIT = 1.0  # Pulsar's floor: a limiter rate of 0 would mean "unlimited", and 0 would starve the broker
@@ -33,7 +36,8 @@ class NodeSettings:
     The bound policy also carries the broker's own mechanisms (all off but for `fair-share-safe`, see
     `allocator.policies.Settings`): where a newcomer starts (`start_from_residual`), what a quota change does
     (`rescale_on_quota_change`), when a silent entry expires (`stale_after_multiple` x `stale_after_s`) and
-    whether the demand estimated from throttled time is reported (`report_throttled_demand`).
+    whether the demand estimated from throttled time is reported (`report_throttled_demand`) and how many
+    rounds a change is reported in at the loss measured (`lost_change_odds`).
     """
 
     dimensions: tuple[str, ...]
@@ -119,6 +123,7 @@ class BrokerNode:
         self._reports_demand = settings.report_demand or self.mechanisms.report_throttled_demand
         watched = len(settings.dimensions) * (2 if self.mechanisms.report_throttled_demand else 1)
         self.suppressor = ReportSuppressor(n_groups, watched, settings.threshold_pct, settings.force_every)
+        self.loss_meter = LossMeter(name)
         self.limit = np.zeros((n_groups, len(settings.dimensions)))
         self.serving = np.zeros(n_groups, dtype=bool)
         self._buckets = [
@@ -130,6 +135,7 @@ class BrokerNode:
         self._newcomer_heard = np.zeros(n_groups, dtype=bool)  # a broker new to the view: answer it next round
         self._view_grew = np.zeros(n_groups, dtype=bool)  # this round brought a broker new to the view
         self._listened = np.zeros(n_groups, dtype=bool)  # the last allocation kept the start limit: still listening
+        self._silent = np.zeros((n_groups, 0), dtype=bool)  # entries silent for force_every rounds, as of cleanup
         self._seq = 0
         self._named = np.zeros(len(self.group_ids), dtype=bool)  # groups whose name was sent already
         self._bytes_dimension = np.array([dim in BYTES_DIMENSIONS for dim in settings.dimensions])
@@ -184,6 +190,7 @@ class BrokerNode:
         group whose usage or demand moved past the threshold is reported."""
         demand = self.throttled_demand(traffic) if self.mechanisms.report_throttled_demand else traffic.demand
         watched = self._watched(traffic.usage, demand)
+        self.suppressor.repeats = self._change_copies() - 1
         selection = self.suppressor.select(watched, self.serving)
         if self.mechanisms.answer_newcomers:
             selection = self._answering(selection)
@@ -214,6 +221,7 @@ class BrokerNode:
         batch, rejected = decode_batch(
             payloads, self.settings.dimensions, key=self.settings.hmac_key, known_brokers=self.known_brokers
         )
+        self.loss_meter.observe(batch.brokers, batch.incarnation, batch.seq)
         view_before = self.table.view_brokers()
         accepted = self.table.merge_many(batch, now_s).count(Merge.ACCEPTED)
         grew = self.table.view_brokers() > view_before
@@ -224,7 +232,10 @@ class BrokerNode:
     def cleanup(self, now_s: float, dead: Iterable[tuple[str, int]] = ()) -> int:
         """Expire silent entries and drop brokers the membership registry declared dead."""
         removed = sum(self.table.remove_broker(broker, incarnation) for broker, incarnation in dead)
-        return removed + self.table.expire(now_s)
+        removed += self.table.expire(now_s)
+        if self.mechanisms.silent_at_fair_share:
+            self._silent = self.table.silent(now_s, self.settings.force_every * self.settings.interval_s)
+        return removed
 
     def allocate(self) -> np.ndarray:
         """Compute this broker's new limits from its view and hand them to the buckets; returns [G, D]."""
@@ -234,12 +245,9 @@ class BrokerNode:
         for index in range(len(self.settings.dimensions)):
             limit_view = np.zeros(present.shape)
             limit_view[:, OWN] = self.limit[:, index]
+            demand = self.table.demand[:, :n_slots, index] if with_demand else None
             new_limit = self.settings.policy(
-                self.quota[:, index],
-                self.table.usage[:, :n_slots, index],
-                limit_view,
-                self.table.demand[:, :n_slots, index] if with_demand else None,
-                present,
+                self.quota[:, index], self._usage_seen(index, demand, present), limit_view, demand, present
             )[:, OWN]
             listening = self._listened = self._listening()
             if listening.any():  # a newcomer keeps its start limit while it listens
@@ -299,7 +307,30 @@ class BrokerNode:
         and the groups this broker still listens on (a peer that missed its first report hears it again)."""
         answer = (self._newcomer_heard | self._listened) & self.serving & ~selection.report
         self._newcomer_heard[:] = False
-        return Selection(selection.report | answer, selection.zeros, selection.suppressed - int(answer.sum()))
+        return replace(selection, report=selection.report | answer, suppressed=selection.suppressed - int(answer.sum()))
+
+    def _usage_seen(self, index: int, demand: np.ndarray | None, present: np.ndarray) -> np.ndarray:
+        """[G, n_slots] the usages the policy reads in dimension `index`: the table's, and with
+        `silent_at_fair_share` a silent peer's at most its max-min fair share of the quota over the view's wants
+        (the demands, or the usages without them)."""
+        usage = self.table.usage[:, : self.table.n_slots, index]
+        silent = self._silent[:, : usage.shape[1]] if self._silent.shape[1] >= usage.shape[1] else None
+        if silent is None or not silent.any():
+            return usage
+        quota = np.where(np.isfinite(self.quota[:, index]), self.quota[:, index], -1.0)
+        fair_share = max_min_fair(quota, usage if demand is None else demand, present)
+        return np.where(silent, np.minimum(usage, fair_share), usage)
+
+    def _change_copies(self) -> int:
+        """In how many consecutive rounds a changed group is reported: the fewest copies whose loss, all of them
+        at the loss measured, has odds of at most `lost_change_odds`, and at most `force_every` (1 without loss
+        or without the mechanism)."""
+        odds, loss = self.mechanisms.lost_change_odds, self.loss_meter.loss
+        if odds >= 1.0 or loss <= 0.0:
+            return 1
+        if loss >= 1.0:
+            return self.settings.force_every
+        return max(1, min(self.settings.force_every, math.ceil(math.log(odds) / math.log(loss) - 1e-9)))
 
     def _watched(self, usage: np.ndarray, demand: np.ndarray) -> np.ndarray:
         """What the suppressor compares with the last report: the usage, and the demand when it is estimated."""

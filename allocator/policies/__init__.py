@@ -63,6 +63,8 @@ _SAFE_DEFAULTS: dict[str, object] = {
     "listen_rounds": 1,
     "answer_newcomers": True,
     "listen_while_view_grows": True,
+    "lost_change_odds": 0.01,
+    "silent_at_fair_share": True,
 }
 _SAFE_PARAMS = frozenset(_SAFE_DEFAULTS)
 RECOMMENDED = "fair-share-safe"  # the default of new scenarios and of the demo

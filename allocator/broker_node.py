@@ -25,6 +25,7 @@ from allocator.waterfill import max_min_fair
 
 BYTES_DIMENSIONS = frozenset({"publish_bytes_per_s", "dispatch_bytes_per_s"})
 MIN_LIMIT = 1.0  # Pulsar's floor: a limiter rate of 0 would mean "unlimited", and 0 would starve the broker
+HELD_TOLERANCE = 0.05  # `report_while_held`: a limit under 95% of the broker's fair share is held below it
 MIN_ADMITTED_FRACTION = 1e-6  # a demand estimated from throttled time is at most a million times the usage
 DEFAULT_POLICY = policies.bind("pip82-steal")
 
@@ -136,6 +137,7 @@ class BrokerNode:
         self._view_grew = np.zeros(n_groups, dtype=bool)  # this round brought a broker new to the view
         self._listened = np.zeros(n_groups, dtype=bool)  # the last allocation kept the start limit: still listening
         self._silent = np.zeros((n_groups, 0), dtype=bool)  # entries silent for force_every rounds, as of cleanup
+        self._held = np.zeros(n_groups, dtype=bool)  # the last allocation held the limit below the fair share
         self._seq = 0
         self._named = np.zeros(len(self.group_ids), dtype=bool)  # groups whose name was sent already
         self._bytes_dimension = np.array([dim in BYTES_DIMENSIONS for dim in settings.dimensions])
@@ -194,6 +196,11 @@ class BrokerNode:
         selection = self.suppressor.select(watched, self.serving)
         if self.mechanisms.answer_newcomers:
             selection = self._answering(selection)
+        if self.mechanisms.report_while_held:
+            claim = self._held & ~selection.report
+            selection = replace(
+                selection, report=selection.report | claim, suppressed=selection.suppressed - int(claim.sum())
+            )
         outbox = self._encode(selection, traffic.usage, demand, now_s)
         self.suppressor.commit(selection, watched)
         return outbox
@@ -242,17 +249,23 @@ class BrokerNode:
         n_slots = self.table.n_slots
         present = self.table.present[:, :n_slots]
         with_demand = self._reports_demand and self.table.demand_known[:, :n_slots][present].all()
+        held = np.zeros(len(self.group_ids), dtype=bool)
         for index in range(len(self.settings.dimensions)):
             limit_view = np.zeros(present.shape)
             limit_view[:, OWN] = self.limit[:, index]
+            usage = self.table.usage[:, :n_slots, index]
             demand = self.table.demand[:, :n_slots, index] if with_demand else None
-            new_limit = self.settings.policy(
-                self.quota[:, index], self._usage_seen(index, demand, present), limit_view, demand, present
-            )[:, OWN]
+            fair_share = self._fair_share(index, usage, demand, present)
+            if fair_share is not None and self.mechanisms.silent_at_fair_share:
+                usage = np.where(self._silent_slots(n_slots), np.minimum(usage, fair_share), usage)
+            new_limit = self.settings.policy(self.quota[:, index], usage, limit_view, demand, present)[:, OWN]
             listening = self._listened = self._listening()
             if listening.any():  # a newcomer keeps its start limit while it listens
                 new_limit = np.where(listening, np.minimum(new_limit, self.limit[:, index]), new_limit)
+            if fair_share is not None and self.mechanisms.report_while_held:
+                held |= new_limit < (1.0 - HELD_TOLERANCE) * fair_share[:, OWN]
             self.limit[:, index] = np.where(self.serving, self._floored(new_limit), self.limit[:, index])
+        self._held = held & self.serving
         self._rounds_served = np.where(self.serving, self._rounds_served + 1, 0)
         self._apply_limits()
         return self.limit
@@ -309,17 +322,22 @@ class BrokerNode:
         self._newcomer_heard[:] = False
         return replace(selection, report=selection.report | answer, suppressed=selection.suppressed - int(answer.sum()))
 
-    def _usage_seen(self, index: int, demand: np.ndarray | None, present: np.ndarray) -> np.ndarray:
-        """[G, n_slots] the usages the policy reads in dimension `index`: the table's, and with
-        `silent_at_fair_share` a silent peer's at most its max-min fair share of the quota over the view's wants
-        (the demands, or the usages without them)."""
-        usage = self.table.usage[:, : self.table.n_slots, index]
-        silent = self._silent[:, : usage.shape[1]] if self._silent.shape[1] >= usage.shape[1] else None
-        if silent is None or not silent.any():
-            return usage
+    def _fair_share(
+        self, index: int, usage: np.ndarray, demand: np.ndarray | None, present: np.ndarray
+    ) -> np.ndarray | None:
+        """[G, n_slots] the max-min fair split of the quota of dimension `index` over the view's wants (the
+        demands, or the usages without them); None when no mechanism reads it."""
+        if not (self.mechanisms.silent_at_fair_share or self.mechanisms.report_while_held):
+            return None
         quota = np.where(np.isfinite(self.quota[:, index]), self.quota[:, index], -1.0)
-        fair_share = max_min_fair(quota, usage if demand is None else demand, present)
-        return np.where(silent, np.minimum(usage, fair_share), usage)
+        return max_min_fair(quota, usage if demand is None else demand, present)
+
+    def _silent_slots(self, n_slots: int) -> np.ndarray:
+        """bool[G, n_slots]: the entries silent for more than `force_every` rounds at the last cleanup."""
+        silent = np.zeros((len(self.group_ids), n_slots), dtype=bool)
+        width = min(n_slots, self._silent.shape[1])
+        silent[:, :width] = self._silent[:, :width]
+        return silent
 
     def _change_copies(self) -> int:
         """In how many consecutive rounds a changed group is reported: the fewest copies whose loss, all of them

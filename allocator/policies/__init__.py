@@ -65,6 +65,7 @@ _SAFE_DEFAULTS: dict[str, object] = {
     "listen_while_view_grows": True,
     "lost_change_odds": 0.01,
     "silent_at_fair_share": True,
+    "report_while_held": True,
 }
 _SAFE_PARAMS = frozenset(_SAFE_DEFAULTS)
 RECOMMENDED = "fair-share-safe"  # the default of new scenarios and of the demo

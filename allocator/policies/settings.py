@@ -29,6 +29,7 @@ SWITCHES = frozenset(
         "answer_newcomers",
         "listen_while_view_grows",
         "silent_at_fair_share",
+        "report_while_held",
     }
 )
 
@@ -64,7 +65,9 @@ class Settings:
     losing every copy at the loss the broker measures from its peers' sequence gaps, `loss ** copies`, is at
     most `lost_change_odds` (at most `force_every` copies; 1: one copy, as without it; no loss: one copy);
     `silent_at_fair_share` the usage of a peer not heard for more than `force_every` rounds (a forced report of it
-    was lost) counts at most at its max-min fair share of this broker's view.
+    was lost) counts at most at its max-min fair share of this broker's view;
+    `report_while_held` a broker whose new limit is below 95% of its max-min fair share of its view (the room is
+    still held by others) reports the group every round, so the peers that hold the room hear its demand.
     """
 
     min_share: float = 0.0
@@ -83,6 +86,7 @@ class Settings:
     listen_while_view_grows: bool = False
     lost_change_odds: float = 1.0
     silent_at_fair_share: bool = False
+    report_while_held: bool = False
 
     def __post_init__(self) -> None:
         for field in fields(self):

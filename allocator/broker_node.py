@@ -8,7 +8,6 @@ driver runs every broker's first phase before any second phase, a realtime broke
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -17,7 +16,7 @@ import numpy as np
 from allocator import policies
 from allocator.bucket_array import TokenBucketArray
 from allocator.codec import UsageReport, check_key, decode_batch, encode_split
-from allocator.loss_meter import LossMeter
+from allocator.loss_meter import LossMeter, copies_needed
 from allocator.reporting import ReportSuppressor, Selection
 from allocator.routing import Routes
 from allocator.usage_table import OWN, CleanupRules, Merge, UsageTable
@@ -192,7 +191,9 @@ class BrokerNode:
         group whose usage or demand moved past the threshold is reported."""
         demand = self.throttled_demand(traffic) if self.mechanisms.report_throttled_demand else traffic.demand
         watched = self._watched(traffic.usage, demand)
-        self.suppressor.repeats = self._change_copies() - 1
+        self.suppressor.repeats = (
+            copies_needed(self.loss_meter.loss, self.mechanisms.lost_change_odds, self.settings.force_every) - 1
+        )
         selection = self.suppressor.select(watched, self.serving)
         if self.mechanisms.answer_newcomers:
             selection = self._answering(selection)
@@ -338,17 +339,6 @@ class BrokerNode:
         width = min(n_slots, self._silent.shape[1])
         silent[:, :width] = self._silent[:, :width]
         return silent
-
-    def _change_copies(self) -> int:
-        """In how many consecutive rounds a changed group is reported: the fewest copies whose loss, all of them
-        at the loss measured, has odds of at most `lost_change_odds`, and at most `force_every` (1 without loss
-        or without the mechanism)."""
-        odds, loss = self.mechanisms.lost_change_odds, self.loss_meter.loss
-        if odds >= 1.0 or loss <= 0.0:
-            return 1
-        if loss >= 1.0:
-            return self.settings.force_every
-        return max(1, min(self.settings.force_every, math.ceil(math.log(odds) / math.log(loss) - 1e-9)))
 
     def _watched(self, usage: np.ndarray, demand: np.ndarray) -> np.ndarray:
         """What the suppressor compares with the last report: the usage, and the demand when it is estimated."""

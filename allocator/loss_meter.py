@@ -13,6 +13,7 @@ report had nothing for the receiver's topics looks like a gap: the measure is th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 DEFAULT_MEMORY = 0.9  # per round: a loss seen 10 rounds ago weighs a third of one seen now
@@ -53,3 +54,13 @@ class LossMeter:
                 self._missed += seq - last[1] - 1
             self._received += 1
             self._last[broker] = (incarnation, seq)
+
+
+def copies_needed(loss: float, odds: float, most: int) -> int:
+    """The fewest copies of a report whose loss, every one of them at `loss`, has odds of at most `odds`
+    (`loss ** copies <= odds`), between 1 and `most`: 1 without loss or with `odds` 1, `most` at a loss of 1."""
+    if odds >= 1.0 or loss <= 0.0:
+        return 1
+    if loss >= 1.0:
+        return most
+    return max(1, min(most, math.ceil(math.log(odds) / math.log(loss) - 1e-9)))

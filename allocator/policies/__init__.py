@@ -58,7 +58,7 @@ _SAFE_DEFAULTS: dict[str, object] = {
     "cap_at_residual": True,
     "start_from_residual": True,
     "rescale_on_quota_change": True,
-    "stale_after_multiple": 3.0,
+    "stale_after_multiple": 6.0,
     "report_throttled_demand": True,
     "listen_rounds": 1,
     "answer_newcomers": True,

@@ -9,19 +9,22 @@ driver runs every broker's first phase before any second phase, a realtime broke
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from allocator import policies
 from allocator.bucket_array import TokenBucketArray
 from allocator.codec import UsageReport, check_key, decode_batch, encode_split
+from allocator.loss_meter import LossMeter, copies_needed
 from allocator.reporting import ReportSuppressor, Selection
 from allocator.routing import Routes
 from allocator.usage_table import OWN, CleanupRules, Merge, UsageTable
+from allocator.waterfill import max_min_fair
 
 BYTES_DIMENSIONS = frozenset({"publish_bytes_per_s", "dispatch_bytes_per_s"})
 MIN_LIMIT = 1.0  # Pulsar's floor: a limiter rate of 0 would mean "unlimited", and 0 would starve the broker
+HELD_TOLERANCE = 0.05  # `report_while_held`: a limit under 95% of the broker's fair share is held below it
 MIN_ADMITTED_FRACTION = 1e-6  # a demand estimated from throttled time is at most a million times the usage
 DEFAULT_POLICY = policies.bind("pip82-steal")
 
@@ -33,7 +36,8 @@ class NodeSettings:
     The bound policy also carries the broker's own mechanisms (all off but for `fair-share-safe`, see
     `allocator.policies.Settings`): where a newcomer starts (`start_from_residual`), what a quota change does
     (`rescale_on_quota_change`), when a silent entry expires (`stale_after_multiple` x `stale_after_s`) and
-    whether the demand estimated from throttled time is reported (`report_throttled_demand`).
+    whether the demand estimated from throttled time is reported (`report_throttled_demand`) and how many
+    rounds a change is reported in at the loss measured (`lost_change_odds`).
     """
 
     dimensions: tuple[str, ...]
@@ -119,6 +123,7 @@ class BrokerNode:
         self._reports_demand = settings.report_demand or self.mechanisms.report_throttled_demand
         watched = len(settings.dimensions) * (2 if self.mechanisms.report_throttled_demand else 1)
         self.suppressor = ReportSuppressor(n_groups, watched, settings.threshold_pct, settings.force_every)
+        self.loss_meter = LossMeter(name)
         self.limit = np.zeros((n_groups, len(settings.dimensions)))
         self.serving = np.zeros(n_groups, dtype=bool)
         self._buckets = [
@@ -132,6 +137,8 @@ class BrokerNode:
         self._listened = np.zeros(n_groups, dtype=bool)  # the last allocation kept the start limit: still listening
         self.splits_by_pool_size = False  # set_pool_size was called: the policy's N comes from the consensus
         self.pool_size: int | None = None
+        self._silent = np.zeros((n_groups, 0), dtype=bool)  # entries silent for force_every rounds, as of cleanup
+        self._held = np.zeros(n_groups, dtype=bool)  # the last allocation held the limit below the fair share
         self._seq = 0
         self._named = np.zeros(len(self.group_ids), dtype=bool)  # groups whose name was sent already
         self._bytes_dimension = np.array([dim in BYTES_DIMENSIONS for dim in settings.dimensions])
@@ -186,9 +193,17 @@ class BrokerNode:
         group whose usage or demand moved past the threshold is reported."""
         demand = self.throttled_demand(traffic) if self.mechanisms.report_throttled_demand else traffic.demand
         watched = self._watched(traffic.usage, demand)
+        self.suppressor.repeats = (
+            copies_needed(self.loss_meter.loss, self.mechanisms.lost_change_odds, self.settings.force_every) - 1
+        )
         selection = self.suppressor.select(watched, self.serving)
         if self.mechanisms.answer_newcomers:
             selection = self._answering(selection)
+        if self.mechanisms.report_while_held:
+            claim = self._held & ~selection.report
+            selection = replace(
+                selection, report=selection.report | claim, suppressed=selection.suppressed - int(claim.sum())
+            )
         outbox = self._encode(selection, traffic.usage, demand, now_s)
         self.suppressor.commit(selection, watched)
         return outbox
@@ -216,6 +231,7 @@ class BrokerNode:
         batch, rejected = decode_batch(
             payloads, self.settings.dimensions, key=self.settings.hmac_key, known_brokers=self.known_brokers
         )
+        self.loss_meter.observe(batch.brokers, batch.incarnation, batch.seq)
         view_before = self.table.view_brokers()
         accepted = self.table.merge_many(batch, now_s).count(Merge.ACCEPTED)
         grew = self.table.view_brokers() > view_before
@@ -226,13 +242,17 @@ class BrokerNode:
     def cleanup(self, now_s: float, dead: Iterable[tuple[str, int]] = ()) -> int:
         """Expire silent entries and drop brokers the membership registry declared dead."""
         removed = sum(self.table.remove_broker(broker, incarnation) for broker, incarnation in dead)
-        return removed + self.table.expire(now_s)
+        removed += self.table.expire(now_s)
+        if self.mechanisms.silent_at_fair_share:
+            self._silent = self.table.silent(now_s, self.settings.force_every * self.settings.interval_s)
+        return removed
 
     def allocate(self) -> np.ndarray:
         """Compute this broker's new limits from its view and hand them to the buckets; returns [G, D]."""
         n_slots = self.table.n_slots
         present = self.table.present[:, :n_slots]
         with_demand = self._reports_demand and self.table.demand_known[:, :n_slots][present].all()
+        held = np.zeros(len(self.group_ids), dtype=bool)
         for index in range(len(self.settings.dimensions)):
             if self.splits_by_pool_size:
                 new_limit = self._pool_limit(self.quota[:, index], self.limit[:, index])
@@ -240,17 +260,19 @@ class BrokerNode:
                 continue
             limit_view = np.zeros(present.shape)
             limit_view[:, OWN] = self.limit[:, index]
-            new_limit = self.settings.policy(
-                self.quota[:, index],
-                self.table.usage[:, :n_slots, index],
-                limit_view,
-                self.table.demand[:, :n_slots, index] if with_demand else None,
-                present,
-            )[:, OWN]
+            usage = self.table.usage[:, :n_slots, index]
+            demand = self.table.demand[:, :n_slots, index] if with_demand else None
+            fair_share = self._fair_share(index, usage, demand, present)
+            if fair_share is not None and self.mechanisms.silent_at_fair_share:
+                usage = np.where(self._silent_slots(n_slots), np.minimum(usage, fair_share), usage)
+            new_limit = self.settings.policy(self.quota[:, index], usage, limit_view, demand, present)[:, OWN]
             listening = self._listened = self._listening()
             if listening.any():  # a newcomer keeps its start limit while it listens
                 new_limit = np.where(listening, np.minimum(new_limit, self.limit[:, index]), new_limit)
+            if fair_share is not None and self.mechanisms.report_while_held:
+                held |= new_limit < (1.0 - HELD_TOLERANCE) * fair_share[:, OWN]
             self.limit[:, index] = np.where(self.serving, self._floored(new_limit), self.limit[:, index])
+        self._held = held & self.serving
         self._rounds_served = np.where(self.serving, self._rounds_served + 1, 0)
         self._apply_limits()
         return self.limit
@@ -331,7 +353,24 @@ class BrokerNode:
         and the groups this broker still listens on (a peer that missed its first report hears it again)."""
         answer = (self._newcomer_heard | self._listened) & self.serving & ~selection.report
         self._newcomer_heard[:] = False
-        return Selection(selection.report | answer, selection.zeros, selection.suppressed - int(answer.sum()))
+        return replace(selection, report=selection.report | answer, suppressed=selection.suppressed - int(answer.sum()))
+
+    def _fair_share(
+        self, index: int, usage: np.ndarray, demand: np.ndarray | None, present: np.ndarray
+    ) -> np.ndarray | None:
+        """[G, n_slots] the max-min fair split of the quota of dimension `index` over the view's wants (the
+        demands, or the usages without them); None when no mechanism reads it."""
+        if not (self.mechanisms.silent_at_fair_share or self.mechanisms.report_while_held):
+            return None
+        quota = np.where(np.isfinite(self.quota[:, index]), self.quota[:, index], -1.0)
+        return max_min_fair(quota, usage if demand is None else demand, present)
+
+    def _silent_slots(self, n_slots: int) -> np.ndarray:
+        """bool[G, n_slots]: the entries silent for more than `force_every` rounds at the last cleanup."""
+        silent = np.zeros((len(self.group_ids), n_slots), dtype=bool)
+        width = min(n_slots, self._silent.shape[1])
+        silent[:, :width] = self._silent[:, :width]
+        return silent
 
     def _watched(self, usage: np.ndarray, demand: np.ndarray) -> np.ndarray:
         """What the suppressor compares with the last report: the usage, and the demand when it is estimated."""

@@ -2,8 +2,10 @@
 
 A group is reported when its usage moved by more than `threshold_pct` percent (in any dimension) since
 it was last reported, when it was not reported for `force_every` rounds (liveness: others learn it is still
-there), or when it is new. A group whose traffic stopped is reported once as zeros, which removes this
-broker's entry everywhere; a clean leave reports zeros for every group still standing in others' maps.
+there), or when it is new; a group whose usage moved is reported again in the next `repeats` rounds (0 unless
+the broker sets it: copies that a lossy channel may not lose all of). A group whose traffic stopped is reported
+once as zeros, which removes this broker's entry everywhere; a clean leave reports zeros for every group still
+standing in others' maps.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ class Selection:
     report: np.ndarray  # bool[G]: groups in this round's report
     zeros: np.ndarray  # bool[G]: of those, the ones reported as zeros (traffic stopped)
     suppressed: int  # groups with traffic that the threshold kept out of the report
+    changed: np.ndarray | None = None  # bool[G]: of those reported, the ones whose usage moved past the threshold
 
 
 class ReportSuppressor:
@@ -31,6 +34,8 @@ class ReportSuppressor:
         self._last_reported = np.zeros((n_groups, n_dimensions))
         self._rounds_since = np.zeros(n_groups, dtype=np.int64)
         self._standing = np.zeros(n_groups, dtype=bool)  # others hold a non-zero entry of ours
+        self.repeats = 0  # rounds a changed group is reported again after its change
+        self._repeats_left = np.zeros(n_groups, dtype=np.int64)
 
     def select(self, usage: np.ndarray, serving: np.ndarray) -> Selection:
         """Decide this round's report from the usage just measured ([G, D]) and the groups served ([G])."""
@@ -38,10 +43,12 @@ class ReportSuppressor:
         tolerance = self._last_reported * (self.threshold_pct / 100.0)
         changed = (np.abs(usage - self._last_reported) > tolerance).any(axis=1)
         due = self._rounds_since + 1 >= self.force_every
-        wanted = active & (changed | due | ~self._standing)
+        wanted = active & (changed | due | ~self._standing | (self._repeats_left > 0))
         stopped = ~active & self._standing
         report = wanted | stopped
-        return Selection(report=report, zeros=stopped, suppressed=int((active & ~wanted).sum()))
+        return Selection(
+            report=report, zeros=stopped, suppressed=int((active & ~wanted).sum()), changed=active & changed
+        )
 
     def commit(self, selection: Selection, usage: np.ndarray) -> None:
         """Record that the selected groups were sent (call once the report is published)."""
@@ -50,6 +57,9 @@ class ReportSuppressor:
         np.copyto(self._last_reported, np.where(selection.zeros[:, None], 0.0, usage), where=reported)
         self._rounds_since = np.where(selection.report, 0, self._rounds_since + 1)
         np.copyto(self._standing, ~selection.zeros, where=selection.report)
+        np.maximum(self._repeats_left - 1, 0, out=self._repeats_left)
+        if selection.changed is not None:
+            np.copyto(self._repeats_left, self.repeats, where=selection.changed)
 
     def leave(self) -> Selection:
         """A clean leave: zeros for every group others still hold an entry of."""

@@ -154,6 +154,12 @@ class UsageTable:
         self.present &= ~stale
         return int(stale.sum())
 
+    def silent(self, now_s: float, after_s: float) -> np.ndarray:
+        """bool[G, n_slots]: present entries of other brokers not refreshed for more than `after_s`."""
+        silent = self.present[:, : self.n_slots] & (self._refreshed_s[:, : self.n_slots] < now_s - after_s)
+        silent[:, OWN] = False
+        return silent
+
     def remove_broker(self, broker: str, incarnation: int | None = None) -> bool:
         """Drop every entry of a broker the membership registry declared dead (that incarnation or older)."""
         index = self._index.get(broker)

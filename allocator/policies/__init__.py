@@ -60,11 +60,14 @@ _SAFE_DEFAULTS: dict[str, object] = {
     "cap_at_residual": True,
     "start_from_residual": True,
     "rescale_on_quota_change": True,
-    "stale_after_multiple": 3.0,
+    "stale_after_multiple": 6.0,
     "report_throttled_demand": True,
     "listen_rounds": 1,
     "answer_newcomers": True,
     "listen_while_view_grows": True,
+    "lost_change_odds": 0.01,
+    "silent_at_fair_share": True,
+    "report_while_held": True,
 }
 _SAFE_PARAMS = frozenset(_SAFE_DEFAULTS)
 RECOMMENDED = "fair-share-safe"  # the default of new scenarios and of the demo

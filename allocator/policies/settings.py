@@ -17,6 +17,7 @@ _RANGES: dict[str, tuple[Callable[[float], bool], str]] = {
     "headroom": (lambda x: x >= 0.0, ">= 0"),
     "stale_after_multiple": (lambda x: x >= 1.0, ">= 1"),
     "listen_rounds": (lambda x: x >= 0 and float(x).is_integer(), "a whole number >= 0"),
+    "lost_change_odds": (lambda x: 0.0 < x <= 1.0, "in (0, 1]"),
 }
 # The broker's mechanisms: switches (true or false), off by default, so the literal policies keep their behaviour.
 SWITCHES = frozenset(
@@ -27,6 +28,8 @@ SWITCHES = frozenset(
         "report_throttled_demand",
         "answer_newcomers",
         "listen_while_view_grows",
+        "silent_at_fair_share",
+        "report_while_held",
     }
 )
 
@@ -57,7 +60,14 @@ class Settings:
     `listen_rounds` a newcomer keeps its start limit for its first `listen_rounds` allocations, and with
     `listen_while_view_grows` also for any of its first `force_every` in which it heard a broker new to its view;
     `answer_newcomers` a broker that hears a newcomer reports the group in its next report, and a newcomer
-    reports every round while it listens.
+    reports every round while it listens;
+    `lost_change_odds` a group whose usage or demand moved is reported in consecutive rounds until the chance of
+    losing every copy at the loss the broker measures from its peers' sequence gaps, `loss ** copies`, is at
+    most `lost_change_odds` (at most `force_every` copies; 1: one copy, as without it; no loss: one copy);
+    `silent_at_fair_share` the usage of a peer not heard for more than `force_every` rounds (a forced report of it
+    was lost) counts at most at its max-min fair share of this broker's view;
+    `report_while_held` a broker whose new limit is below 95% of its max-min fair share of its view (the room is
+    still held by others) reports the group every round, so the peers that hold the room hear its demand.
     """
 
     min_share: float = 0.0
@@ -74,6 +84,9 @@ class Settings:
     listen_rounds: int = 0
     answer_newcomers: bool = False
     listen_while_view_grows: bool = False
+    lost_change_odds: float = 1.0
+    silent_at_fair_share: bool = False
+    report_while_held: bool = False
 
     def __post_init__(self) -> None:
         for field in fields(self):

@@ -14,8 +14,9 @@ from test_broker_node import MSGS, T0, exchange, node, payloads
 
 from allocator import policies
 from allocator.broker_node import MIN_LIMIT, BrokerNode, NodeSettings
-from allocator.codec import decode_report
+from allocator.codec import UsageReport, decode_report
 from allocator.policies import POLICIES, RECOMMENDED, Settings, bind, initial_limit, step
+from allocator.waterfill import max_min_fair
 
 SAFE = RECOMMENDED
 MECHANISMS = (
@@ -27,6 +28,9 @@ MECHANISMS = (
     "listen_rounds",
     "answer_newcomers",
     "listen_while_view_grows",
+    "lost_change_odds",
+    "silent_at_fair_share",
+    "report_while_held",
 )
 rate = st.floats(0.0, 1e6, allow_nan=False, allow_infinity=False)
 
@@ -52,6 +56,8 @@ def test_the_literal_policies_keep_every_mechanism_off_and_refuse_them(name: str
         ({"start_from_residual": 1}, "start_from_residual: must be true or false, got 1"),
         ({"stale_after_multiple": 0.5}, r"stale_after_multiple: must be >= 1, got 0.5"),
         ({"listen_rounds": 1.5}, "listen_rounds: must be a whole number >= 0, got 1.5"),
+        ({"lost_change_odds": 0.0}, r"lost_change_odds: must be in \(0, 1\], got 0.0"),
+        ({"silent_at_fair_share": "yes"}, "silent_at_fair_share: must be true or false, got 'yes'"),
     ],
 )
 def test_bad_mechanism_values_are_named(params, message):
@@ -228,6 +234,118 @@ def test_a_broker_that_hears_a_newcomer_answers_in_its_next_report():
     )
     assert report(3).reported[0]  # the answer
     assert not report(4).payloads  # once
+
+
+# -- copies of a change at the loss measured, a silent peer at its fair share, a held broker's claim --------
+
+
+def safe_node(quota: float, params: dict | None = None, **node_settings) -> BrokerNode:
+    """Broker "a" serving group 1 under fair-share-safe with `params`."""
+    settings_ = NodeSettings(MSGS, policy=bind(SAFE, params or {}), **node_settings)
+    return BrokerNode("a", np.array([1]), np.array([[quota]]), settings_)
+
+
+def heard(receiver: BrokerNode, sender: str, seq: int, usage: float, demand: float, now_s: float) -> None:
+    """`receiver` gets report `seq` of `sender` for group 1, sent at `now_s`."""
+    report = UsageReport(sender, 0, seq, int(now_s * 1000), 1000, MSGS, np.array([1]), np.array([[usage]]),
+                         np.array([[demand]]))  # fmt: skip
+    receiver.table.merge(report, now_s)
+    receiver.loss_meter.observe([sender], [0], [seq])
+
+
+@pytest.mark.parametrize(("params", "gap", "copies"), [({}, 0, 1), ({}, 1, 5), ({"lost_change_odds": 1.0}, 1, 1)])
+def test_a_change_is_reported_in_as_many_rounds_as_the_loss_measured_asks(params, gap, copies):
+    a = safe_node(100.0, params, threshold_pct=10.0)
+    heard(a, "b", 1, 10.0, 10.0, T0)
+    heard(a, "b", 2 + gap, 10.0, 10.0, T0 + 1)  # with the gap: 1 missed of 3 seen, decayed
+    expected_loss = 0.0 if gap == 0 else 1 / (1 + 0.9 + 1)
+    assert a.loss_meter.loss == pytest.approx(expected_loss)
+    sent = []
+    for round_index, rate_ in enumerate([30.0] * 3 + [60.0] * 7):  # settled, then one change at round 3
+        traffic = a.admit(np.array([rate_]), np.array([100.0]), T0 + 2 + round_index)
+        sent.append(bool(a.build_reports(traffic, T0 + 2 + round_index).reported[0]))
+        a.limit[:] = 100.0  # keep the limit out of the way: only the reporting is under test
+        a._apply_limits()
+    # loss 0.345: 0.345 ** 5 = 0.005 <= 0.01 < 0.345 ** 4 = 0.014, five copies of the change (at most
+    # force_every); then a forced report force_every rounds after the last one
+    expected = [True] * copies + [False] * (7 - copies)
+    if copies - 1 + 5 < 7:
+        expected[copies - 1 + 5] = True
+    assert sent[3:] == expected
+
+
+SILENT_CASES = [
+    # quota, (usage, demand) of the silent peer b and of the live peer c, a's demand, mechanism, a's limit
+    ("a silent peer counts at its fair share", 90.0, (60.0, 60.0), (30.0, 60.0), 60.0, True, 30.0),
+    ("without the mechanism its stale usage holds the room", 90.0, (60.0, 60.0), (30.0, 60.0), 60.0, False, MIN_LIMIT),
+    # demands 10/60/60 on 90: a's fair share 40, under the residual 90 - 10 - 30
+    ("a silent peer under its fair share counts at its usage", 90.0, (10.0, 10.0), (30.0, 60.0), 60.0, True, 40.0),
+]
+
+
+@pytest.mark.parametrize(("label", "quota", "b", "c", "demand", "on", "expected"), SILENT_CASES,
+                         ids=[case[0] for case in SILENT_CASES])  # fmt: skip
+def test_a_silent_peer_counts_at_most_its_fair_share(label, quota, b, c, demand, on, expected):
+    a = safe_node(quota, {"silent_at_fair_share": on}, force_every=5)
+    heard(a, "b", 1, *b, T0)  # then silent
+    for round_index in range(7):
+        now_s = T0 + round_index
+        a.admit(np.array([demand]), np.array([100.0]), now_s)
+        heard(a, "c", round_index + 1, *c, now_s)
+        a.cleanup(now_s)
+        a.allocate()
+    assert a.limit[0, 0] == pytest.approx(expected)  # b silent for 6 rounds > force_every
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    quota=st.floats(10.0, 1000.0),
+    peers=st.lists(st.tuples(st.floats(0.5, 500.0), st.floats(0.0, 2.0), st.booleans()), min_size=1, max_size=5),
+    own_demand=st.floats(1.0, 500.0),
+)
+def test_the_room_a_broker_takes_beyond_the_residual_is_at_most_the_silent_peers_usage_over_their_fair_share(
+    quota, peers, own_demand
+):
+    """Each peer: (demand, usage as a fraction of it, silent); a's limit is within the residual it heard with
+    every silent peer counted at min(usage, fair share): the documented margin over the plain residual."""
+    a = safe_node(quota, force_every=5)
+    names = [f"p{i}" for i in range(len(peers))]
+    for round_index in range(7):
+        now_s = T0 + round_index
+        a.admit(np.array([own_demand]), np.array([100.0]), now_s)
+        for name, (demand, used, silent) in zip(names, peers, strict=True):
+            if round_index == 0 or not silent:
+                heard(a, name, round_index + 1, demand * min(used, 1.0), demand, now_s)
+        a.cleanup(now_s)
+        a.allocate()
+    demands = np.array([[own_demand, *(demand for demand, _, _ in peers)]])
+    fair_share = max_min_fair(np.array([quota]), demands)[0, 1:]
+    usage = np.array([demand * min(used, 1.0) for demand, used, _ in peers])
+    silent = np.array([silent for _, _, silent in peers])
+    counted = np.where(silent, np.minimum(usage, fair_share), usage)
+    tolerance = 1e-9 * quota
+    assert a.limit[0, 0] <= max(quota - counted.sum(), MIN_LIMIT) + tolerance
+    margin = np.maximum(usage - fair_share, 0.0)[silent].sum()
+    assert a.limit[0, 0] <= max(quota - usage.sum(), 0.0) + margin + MIN_LIMIT + tolerance
+
+
+def test_a_broker_held_below_its_fair_share_reports_every_round():
+    def reports(on: bool) -> list[bool]:
+        a = safe_node(100.0, {"report_while_held": on}, threshold_pct=10.0)
+        sent = []
+        for round_index in range(6):
+            now_s = T0 + round_index
+            traffic = a.admit(np.array([50.0]), np.array([100.0]), now_s)
+            sent.append(bool(a.build_reports(traffic, now_s).reported[0]))
+            heard(a, "b", round_index + 1, 90.0, 90.0, now_s)  # b holds 90 of 100, its fair share is 50
+            a.cleanup(now_s)
+            a.allocate()
+            assert a.limit[0, 0] == pytest.approx(10.0 if round_index else MIN_LIMIT)
+        return sent
+
+    assert reports(True) == [True] * 6
+    # without it: new, listening, its usage moved (1 -> 10), then suppressed until the forced report at round 7
+    assert reports(False) == [True, True, True, False, False, False]
 
 
 # -- end to end: five brokers on a perfect channel -----------------------------------------------------------

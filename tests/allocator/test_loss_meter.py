@@ -1,0 +1,84 @@
+"""The loss a broker measures from its peers' sequence gaps, and the copies of a change it asks for."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from allocator.loss_meter import LossMeter, copies_needed
+
+
+def rounds(meter: LossMeter, *received: list[tuple[str, int, int]]) -> float:
+    """Observe one round per argument, each a list of (broker, incarnation, seq); the loss after the last."""
+    for reports in received:
+        meter.observe([b for b, _, _ in reports], [i for _, i, _ in reports], [s for _, _, s in reports])
+    return meter.loss
+
+
+@pytest.mark.parametrize(
+    ("label", "received", "expected"),
+    [
+        ("no gap", [[("b", 0, 1)], [("b", 0, 2)], [("b", 0, 3)]], 0.0),
+        # round 2: 1 * 0.5 + 1 received, 2 missed
+        ("a gap of two", [[("b", 0, 1)], [("b", 0, 4)]], 2 / 3.5),
+        ("a duplicate and an overtaken copy count for nothing", [[("b", 0, 2)], [("b", 0, 2), ("b", 0, 1)]], 0.0),
+        ("its own reports count for nothing", [[("a", 0, 1)], [("a", 0, 9)]], 0.0),
+        ("a new incarnation starts a new count", [[("b", 0, 7)], [("b", 1, 1)]], 0.0),
+        ("an older incarnation counts for nothing", [[("b", 1, 3)], [("b", 0, 9)]], 0.0),
+        # round 2: the gap 1 -> 3 seen however the copies are ordered: 1 missed, 0.5 + 2 received
+        ("copies of a round in any order", [[("b", 0, 1)], [("c", 0, 1), ("b", 0, 3)]], 1 / 3.5),
+        # round 3: the gap's weight halves, 1 * 0.5 missed, (1 * 0.5 + 1) * 0.5 + 1 received
+        ("older gaps weigh less", [[("b", 0, 1)], [("b", 0, 3)], [("b", 0, 4)]], 0.5 / 2.25),
+    ],
+)
+def test_loss_cases(label, received, expected):
+    assert rounds(LossMeter("a", memory=0.5), *received) == pytest.approx(expected)
+
+
+def test_a_bad_memory_is_refused():
+    with pytest.raises(ValueError, match="memory must be in"):
+        LossMeter("a", memory=1.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 2), st.integers(1, 30)), max_size=6), max_size=8
+    )
+)
+def test_the_loss_is_a_share_and_none_without_gaps(received):
+    loss = rounds(LossMeter("a"), *received)
+    assert 0.0 <= loss <= 1.0
+    sent: dict[str, int] = {}
+    in_order = []
+    for reports in received:  # each round, one report of each broker that sent one, numbered on from its last
+        in_order.append([(b, 0, sent.get(b, 0) + 1) for b in sorted({b for b, _, _ in reports})])
+        sent.update({b: seq for b, _, seq in in_order[-1]})
+    assert rounds(LossMeter("a"), *in_order) == 0.0  # every peer's numbers consecutive: nothing lost
+
+
+@pytest.mark.parametrize(
+    ("loss", "odds", "most", "copies"),
+    [
+        (0.0, 0.01, 5, 1),  # no loss: one copy
+        (0.3, 1.0, 5, 1),  # the mechanism off
+        (0.1, 0.01, 5, 2),  # 0.1 ** 2 = 0.01
+        (0.3, 0.01, 5, 4),  # 0.3 ** 3 = 0.027, 0.3 ** 4 = 0.0081
+        (0.6, 0.01, 5, 5),  # 10 wanted, at most force_every
+        (1.0, 0.01, 5, 5),
+    ],
+)
+def test_copies_needed(loss, odds, most, copies):
+    assert copies_needed(loss, odds, most) == copies
+
+
+@settings(max_examples=300, deadline=None)
+@given(loss=st.floats(0.0, 1.0), odds=st.floats(1e-6, 1.0), most=st.integers(1, 10))
+def test_the_copies_needed_are_the_fewest_that_reach_the_odds(loss, odds, most):
+    copies = copies_needed(loss, odds, most)
+    assert 1 <= copies <= most
+    if copies < most:
+        assert loss**copies <= odds * (1 + 1e-9)
+    if copies > 1:
+        assert loss ** (copies - 1) > odds * (1 - 1e-9)

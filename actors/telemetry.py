@@ -39,6 +39,7 @@ ROUNDS_SCHEMA = pa.schema(
         ("dimension", pa.string()),
         ("quota", pa.float64()),
         ("limit", pa.float64()),
+        ("pool", pa.float64()),  # what the policy split into the limits: the quota, or a ramped quota's pool
         ("usage", pa.float64()),
         ("demand", pa.float64()),
         ("throttled_s", pa.float64()),

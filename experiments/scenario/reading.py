@@ -14,7 +14,7 @@ import yaml
 from experiments import checks
 from experiments.errors import ScenarioError
 from experiments.scenario import converter, events, generation, sections
-from experiments.scenario.spec import ChannelSpec, CleanupSpec, RealtimeSpec, Scenario
+from experiments.scenario.spec import ChannelSpec, CleanupSpec, FallbackSpec, GroupSpec, RealtimeSpec, Scenario
 
 
 def load_scenario(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Scenario:
@@ -167,16 +167,43 @@ def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
         groups = sections.groups(top["groups"], "groups")
         brokers = sections.brokers(top["brokers"], "brokers", replace(context, groups=sections.by_name(groups)))
         generated = None
-    context = replace(context, groups=sections.by_name(groups), brokers=sections.by_name(brokers))
+    cleanup = converter.plain_section(CleanupSpec, top.get("cleanup", {}), "cleanup")
+    context = replace(
+        context, groups=sections.by_name(groups), brokers=sections.by_name(brokers), membership=cleanup.membership
+    )
+    reporting = sections.reporting(top.get("reporting", {}), "reporting", base_dir)
+    _check_ramps(groups, settings.get("interval_s", Scenario.interval_s))
     return Scenario(
         **settings,
         groups=groups,
         brokers=brokers,
         policy=sections.policy(top.get("policy", {}), "policy"),
-        reporting=sections.reporting(top.get("reporting", {}), "reporting", base_dir),
-        cleanup=converter.plain_section(CleanupSpec, top.get("cleanup", {}), "cleanup"),
+        reporting=reporting,
+        cleanup=cleanup,
         channel=ChannelSpec(**sections.channel(top.get("channel", {}), "channel", context)),
         events=events.events(top.get("events", []), "events", context, brokers),
         realtime=converter.plain_section(RealtimeSpec, top.get("realtime", {}), "realtime"),
+        fallback=_fallback(top.get("fallback", {}), "fallback", reporting.force_every),
         generated=generated,
     )
+
+
+def _check_ramps(groups: tuple[GroupSpec, ...], interval_s: float) -> None:
+    """A ramp steps once per 1-s epoch with requests: a round longer than an epoch would skip epochs."""
+    for index, group in enumerate(groups):
+        for dim in group.ramp_up:
+            if interval_s > 1:
+                key = checks.at(checks.at(checks.at(checks.at("groups", index), "quota"), dim), "ramp_up")
+                raise checks.FieldError(key, f"needs interval_s <= 1 (a ramp's epochs are 1 s), got {interval_s:g}")
+
+
+def _fallback(raw: object, key: str, force_every: int) -> FallbackSpec:
+    """The fallback; it must wait longer than a quiet peer's forced reports are apart."""
+    spec = converter.plain_section(FallbackSpec, raw, key)
+    if spec.mode != "none" and spec.after_rounds <= force_every:
+        raise checks.FieldError(
+            checks.at(key, "after_rounds"),
+            f"must be > reporting.force_every ({force_every}): a peer whose usage does not change reports only "
+            f"every force_every rounds, got {spec.after_rounds}",
+        )
+    return spec

@@ -46,23 +46,60 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
 def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """A deep copy of `data` with each dotted key of `overrides` set, creating mappings on the way.
 
-    `{"policy.params.steal_fraction": 0.25}` sets `data["policy"]["params"]["steal_fraction"]`. Values are
-    taken as given (parse command-line strings with `yaml.safe_load` first); validation comes after.
+    `{"policy.params.steal_fraction": 0.25}` sets `data["policy"]["params"]["steal_fraction"]`; an item of a list
+    is written as in error messages, `groups[0].quota.publish_msgs_per_s.ramp_up.mode` (the list and the item
+    must exist). Values are taken as given (parse command-line strings with `yaml.safe_load` first); validation
+    comes after.
     """
     result = copy.deepcopy(dict(data))
     for dotted, value in overrides.items():
-        parts = dotted.split(".")
-        if not all(parts):
-            raise ScenarioError("override", dotted, "not a dotted key like policy.params.steal_fraction")
-        node = result
-        for depth, part in enumerate(parts[:-1]):
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                where = ".".join(parts[: depth + 1])
-                raise ScenarioError("override", dotted, f"{where} holds {checks.show(child)}, not a mapping")
-            node = child
-        node[parts[-1]] = copy.deepcopy(value)
+        steps = _override_steps(dotted)
+        node: Any = result
+        for depth in range(len(steps) - 1):
+            node = _override_child(node, steps[depth : depth + 2], dotted, _override_key(steps[: depth + 1]))
+        if isinstance(steps[-1], int) and steps[-1] >= len(node):
+            raise ScenarioError("override", dotted, f"{_override_key(steps)}: no such item")
+        node[steps[-1]] = copy.deepcopy(value)
     return result
+
+
+def _override_child(node: Any, step_and_next: list[str | int], dotted: str, where: str) -> Any:
+    """The child of `node` at `step` (a mapping is created where missing), checked to be a list when `next`
+    is an index and a mapping when it is a key."""
+    step, next_step = step_and_next
+    if isinstance(step, int):
+        if step >= len(node):
+            raise ScenarioError("override", dotted, f"{where}: no such item")
+        child = node[step]
+    else:
+        child = node.setdefault(step, {})
+    wanted, name = (list, "a list") if isinstance(next_step, int) else (dict, "a mapping")
+    if not isinstance(child, wanted):
+        raise ScenarioError("override", dotted, f"{where} holds {checks.show(child)}, not {name}")
+    return child
+
+
+_OVERRIDE_PART = re.compile(r"([^.\[\]]+)((?:\[\d+\])*)")
+
+
+def _override_steps(dotted: str) -> list[str | int]:
+    """`groups[0].quota` -> ["groups", 0, "quota"]."""
+    steps: list[str | int] = []
+    for part in dotted.split("."):
+        match = _OVERRIDE_PART.fullmatch(part)
+        if match is None:
+            problem = "not a dotted key like policy.params.steal_fraction or groups[0].name"
+            raise ScenarioError("override", dotted, problem)
+        steps.append(match.group(1))
+        steps += [int(index) for index in re.findall(r"\d+", match.group(2))]
+    return steps
+
+
+def _override_key(steps: list[str | int]) -> str:
+    key = ""
+    for step in steps:
+        key = checks.at(key, step)
+    return key
 
 
 MAX_FILE_BYTES = 16 * 2**20  # a generated scenario is a few lines; 16 MiB hold 200,000 hand-written brokers

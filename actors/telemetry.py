@@ -39,7 +39,6 @@ ROUNDS_SCHEMA = pa.schema(
         ("dimension", pa.string()),
         ("quota", pa.float64()),
         ("limit", pa.float64()),
-        ("pool", pa.float64()),  # what the policy split into the limits: the quota, or a ramped quota's pool
         ("usage", pa.float64()),
         ("demand", pa.float64()),
         ("throttled_s", pa.float64()),
@@ -47,6 +46,7 @@ ROUNDS_SCHEMA = pa.schema(
         ("reported", pa.bool_()),
         ("report_bytes", pa.float64()),
         ("incarnation", pa.int32()),
+        ("pool", pa.float64()),  # what the policy split into the limits: the quota, or a ramped quota's pool
     ]
 )
 MESSAGES_SCHEMA = pa.schema(

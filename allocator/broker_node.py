@@ -315,11 +315,12 @@ class BrokerNode:
 
     def _capped_pools(self) -> np.ndarray:
         """[G, D] the quota, with each ramped entry's pool where ramped; never above the quota (a quota event may
-        cut it below the ramp)."""
+        cut it below the ramp). Without ramps, the quota itself (never written through `pool`)."""
+        if not len(self.ramps):
+            return self.quota
         pool = self.quota.copy()
-        if len(self.ramps):
-            rows, dims = self.ramps.rows, self.ramps.dimensions
-            pool[rows, dims] = np.minimum(self.ramps.pool, self.quota[rows, dims])
+        rows, dims = self.ramps.rows, self.ramps.dimensions
+        pool[rows, dims] = np.minimum(self.ramps.pool, self.quota[rows, dims])
         return pool
 
     def _brokers_in_view(self) -> np.ndarray:

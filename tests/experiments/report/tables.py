@@ -35,6 +35,7 @@ def rounds_row(
         "reported": True,
         "report_bytes": 10.0,
         "incarnation": 1,
+        "pool": float(quota),
     }
     return row | more
 

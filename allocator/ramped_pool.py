@@ -13,8 +13,9 @@ peer's last report instead of the missed one; its `used` then differs from a pee
 change, and the pools differ only when that moves the utilisation across `usage_threshold_pct`: by one
 slope per such epoch (`only-if-used`, `go-back-n`; `relaxed` differs only when one broker sees an epoch
 without requests that another does not, and `scheduled` never differs after a common start). A broker that
-starts later starts its ramp at `min_tokens`. Each broker splits its own pool with its policy, so the
-limits of brokers that disagree add up to at most the largest of their pools, never above the quota.
+starts later starts its ramp at `min_tokens`. Each broker splits its own pool with its policy: no limit is
+above that broker's pool (so never above the quota), and what the policy promises about the sum of the
+limits holds against the largest of the brokers' pools when they disagree.
 """
 
 from __future__ import annotations

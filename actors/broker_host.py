@@ -144,14 +144,12 @@ class LogicalBroker:
 
     def apply_pool_size(self, pool_size: int | None, reachable: bool) -> None:
         """The consensus's pool size for the next allocation. When the store stops (or starts again) answering,
-        the node is told if it can act on it (`set_registry_reachable`: the fallbacks); otherwise it keeps
-        splitting by the last size it had."""
+        the node is told (`set_registry_reachable`: the fallbacks act on it); meanwhile it keeps splitting by
+        the last size it had."""
         self.node.set_pool_size(pool_size)
         if reachable != self.registry_reachable:
             self.registry_reachable = reachable
-            set_reachable = getattr(self.node, "set_registry_reachable", None)
-            if set_reachable is not None:
-                set_reachable(reachable)
+            self.node.set_registry_reachable(reachable)
     def set_quota(self, group_id: int, quota: np.ndarray, limited: np.ndarray) -> None:
         rows = np.flatnonzero(self.plan.group_ids == group_id)
         if len(rows):
@@ -187,6 +185,7 @@ class LogicalBroker:
             "dimension": np.tile(np.arange(n_dims, dtype=np.int32), n_groups)[limited],
             "quota": per_entry(node.quota),
             "limit": per_entry(node.limit),
+            "pool": per_entry(node.pool),
             "usage": per_entry(traffic.usage),
             "demand": per_entry(traffic.demand),
             "throttled_s": per_group(traffic.throttled_s),
@@ -253,11 +252,13 @@ class BrokerHost:
     def __init__(self, plan: HostPlan):
         self.plan = plan
         self.brokers: dict[str, LogicalBroker] = {}
+        self.registry_reachable = True
 
     def start(self, broker: str, state: BrokerState, quota: np.ndarray, limited: np.ndarray, t_s: float) -> None:
         """Bring a broker up (join or restart) with the incarnation, workload and clock in `state`;
         `quota` and `limited` are the current rows of its groups."""
         self.brokers[broker] = LogicalBroker(self.plan.brokers[broker], self.plan, state, quota, limited)
+        self.brokers[broker].node.set_registry_reachable(self.registry_reachable)
 
     def stop(self, broker: str) -> None:
         """A crash: the broker's state is gone, nobody is told."""
@@ -276,6 +277,12 @@ class BrokerHost:
     def set_quota(self, group_id: int, quota: np.ndarray, limited: np.ndarray) -> None:
         for logical in self.brokers.values():
             logical.set_quota(group_id, quota, limited)
+
+    def set_registry_reachable(self, reachable: bool) -> None:
+        """The membership registry stops or starts answering this host's brokers (a `registry_outage`)."""
+        self.registry_reachable = reachable
+        for logical in self.brokers.values():
+            logical.node.set_registry_reachable(reachable)
 
     def publish_phase(self, round_index: int, t_s: float) -> list[Published]:
         """Traffic through the buckets and this round's reports, for every hosted broker."""

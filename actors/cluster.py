@@ -24,6 +24,7 @@ from actors.plan import (
     Plan,
     PlannedEvent,
     QuotaEvent,
+    RegistryEvent,
 )
 
 
@@ -59,6 +60,7 @@ class Cluster:
         self.channel = backend.create(Channel, plan.channel, plan.seed)
         self.membership = None if plan.session_timeout_s is None else backend.create(Membership, plan.session_timeout_s)
         self.consensus = None if plan.consensus is None else backend.create(PoolConsensus, plan.consensus, plan.name)
+        self.registry_reachable = True  # False during a `registry_outage`: no heartbeats, no announcements
 
     # -- placement -------------------------------------------------------------------------------
 
@@ -68,6 +70,8 @@ class Cluster:
             slot.handle = self.backend.create(self.host_class, slot.plan)
             if self.on_new_host is not None:
                 self.on_new_host(slot.handle)
+            if not self.registry_reachable:
+                self.backend.gather([self.backend.call(slot.handle, "set_registry_reachable", False)])
         return slot.handle
 
     def all_hosts(self) -> list[object]:
@@ -108,6 +112,10 @@ class Cluster:
                 self.backend.gather([self.backend.call(self.channel, "configure", **changes)])
             case ClockSkewEvent(broker=broker, offset_s=offset_s):
                 self._set_state(broker, replace(self.states[broker], clock_offset_s=offset_s))
+            case RegistryEvent(reachable=reachable):
+                self.registry_reachable = reachable
+                calls = [self.backend.call(h, "set_registry_reachable", reachable) for h in self.all_hosts()]
+                self.backend.gather(calls)
             case other:
                 raise ValueError(f"unknown event {other!r}")
         return []
@@ -174,7 +182,7 @@ class Cluster:
     def send_heartbeats(self, t_s: float) -> list[object]:
         """Submit the live brokers' heartbeats and the expiry without waiting (the lockstep driver overlaps
         them with the publish phase: the registry depends on nothing else); `collect_dead` waits."""
-        if self.membership is None:
+        if self.membership is None or not self.registry_reachable:
             return []
         sessions = [(broker, self.states[broker].incarnation) for broker in sorted(self.up)]
         return [self.backend.call(self.membership, "heartbeat_all", sessions, t_s)]

@@ -181,7 +181,15 @@ class ClockSkewEvent:
     offset_s: float
 
 
-Event = BrokerEvent | DemandEvent | QuotaEvent | ChannelEvent | ClockSkewEvent
+@dataclass(frozen=True)
+class RegistryEvent:
+    """The membership registry stops (`reachable` False: a `registry_outage`) or starts answering again."""
+
+    at: int
+    reachable: bool
+
+
+Event = BrokerEvent | DemandEvent | QuotaEvent | ChannelEvent | ClockSkewEvent | RegistryEvent
 
 
 @dataclass(frozen=True)

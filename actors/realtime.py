@@ -100,6 +100,10 @@ class RealtimeHost(BrokerHost):
         with self._lock:
             super().set_quota(*args)
 
+    def set_registry_reachable(self, reachable: bool) -> None:
+        with self._lock:
+            super().set_registry_reachable(reachable)
+
     def drain(self) -> Drained:
         """Telemetry rows, per-tick report counts and timer lags gathered since the last call.
 
@@ -145,7 +149,7 @@ class RealtimeHost(BrokerHost):
         items = [(broker, topic, payload) for topic, payload in published.payloads]
         payloads = blocking_call(self._channel, "publish_and_fetch", broker, items, t_s)
         dead: list[tuple[str, int]] = []
-        if self._membership is not None:
+        if self._membership is not None and self.registry_reachable:
             cursor = self._announcement_cursor.get(broker, 0)
             dead, self._announcement_cursor[broker] = blocking_call(
                 self._membership, "heartbeat_and_announcements", broker, logical.state.incarnation, t_s, cursor
@@ -202,7 +206,7 @@ def run_realtime(
             leaving = apply_round_events(cluster, round_index, t_s, writer)
             items = [(p.broker, shard, payload) for p in leaving for shard, payload in p.payloads]
             blocking_call(cluster.channel, "publish_many", items, t_s)
-            if cluster.membership is not None:
+            if cluster.membership is not None and cluster.registry_reachable:
                 blocking_call(cluster.membership, "expire", t_s)
             if round_index < plan.rounds - 1:  # the last round's ticks are collected once they are done
                 lags += _collect(cluster, backend, writer, round_index, t_s)

@@ -58,6 +58,7 @@ ROUNDS_SCHEMA = pa.schema(
         ("report_age_max_s", pa.float64()),
         ("report_age_mean_s", pa.float64()),
         ("agreed_pool_size", pa.int32()),  # numaflow-equal: the pool size split by; 0 waiting; -1 no consensus
+        ("pool", pa.float64()),  # what the policy split into the limits: the quota, or a ramped quota's pool
     ]
 )
 THROTTLES_SCHEMA = pa.schema(

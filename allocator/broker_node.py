@@ -16,7 +16,9 @@ import numpy as np
 from allocator import policies
 from allocator.bucket_array import TokenBucketArray
 from allocator.codec import UsageReport, check_key, decode_batch, encode_split
+from allocator.fallback import Fallback, FallbackSettings
 from allocator.loss_meter import LossMeter, copies_needed
+from allocator.ramped_pool import GroupRamp, RampedPools
 from allocator.reporting import ReportSuppressor, Selection
 from allocator.routing import Routes
 from allocator.usage_table import OWN, CleanupRules, Merge, UsageTable
@@ -51,6 +53,8 @@ class NodeSettings:
     compress: bool = False
     float32_rates: bool = False  # rates on the wire as float32: 4 bytes instead of 8, relative error under 6e-8
     hmac_key: bytes | None = None
+    ramps: tuple[GroupRamp, ...] = ()  # ramped quotas (allocator.ramped_pool); a group's quota is their max
+    fallback: FallbackSettings = FallbackSettings()  # what a broker does when reports stop (allocator.fallback)
 
     def __post_init__(self) -> None:
         if not isinstance(self.policy, policies.BoundPolicy):
@@ -142,6 +146,12 @@ class BrokerNode:
         self._seq = 0
         self._named = np.zeros(len(self.group_ids), dtype=bool)  # groups whose name was sent already
         self._bytes_dimension = np.array([dim in BYTES_DIMENSIONS for dim in settings.dimensions])
+        self.ramps = RampedPools(settings.ramps, self.group_ids)
+        self.pool = self._capped_pools()  # [G, D] what the policy splits: the quota, or the ramp's pool where ramped
+        self.fallback = Fallback(settings.fallback, n_groups, len(settings.dimensions))
+        self._fallback_on = settings.fallback.mode != "none"
+        self._heard = np.zeros(n_groups, dtype=bool)  # a report of another broker refreshed the group's view
+        self._registry_reachable = True
 
     def __repr__(self) -> str:
         return (
@@ -233,7 +243,10 @@ class BrokerNode:
         )
         self.loss_meter.observe(batch.brokers, batch.incarnation, batch.seq)
         view_before = self.table.view_brokers()
+        heard_before = self.table.last_heard_s() if self._fallback_on else None
         accepted = self.table.merge_many(batch, now_s).count(Merge.ACCEPTED)
+        if heard_before is not None:
+            self._heard |= self.table.last_heard_s() != heard_before
         grew = self.table.view_brokers() > view_before
         self._newcomer_heard |= grew
         self._view_grew |= grew
@@ -242,6 +255,8 @@ class BrokerNode:
     def cleanup(self, now_s: float, dead: Iterable[tuple[str, int]] = ()) -> int:
         """Expire silent entries and drop brokers the membership registry declared dead."""
         removed = sum(self.table.remove_broker(broker, incarnation) for broker, incarnation in dead)
+        if removed and self._fallback_on:
+            self.fallback.forget(self._brokers_in_view())
         removed += self.table.expire(now_s)
         if self.mechanisms.silent_at_fair_share:
             self._silent = self.table.silent(now_s, self.settings.force_every * self.settings.interval_s)
@@ -253,9 +268,11 @@ class BrokerNode:
         present = self.table.present[:, :n_slots]
         with_demand = self._reports_demand and self.table.demand_known[:, :n_slots][present].all()
         held = np.zeros(len(self.group_ids), dtype=bool)
+        self.pool = self._step_ramps()
+        limit_before = self.limit.copy() if self._fallback_on else self.limit
         for index in range(len(self.settings.dimensions)):
             if self.splits_by_pool_size:
-                new_limit = self._pool_limit(self.quota[:, index], self.limit[:, index])
+                new_limit = self._pool_limit(self.pool[:, index], self.limit[:, index])
                 self.limit[:, index] = np.where(self.serving, self._floored(new_limit), self.limit[:, index])
                 continue
             limit_view = np.zeros(present.shape)
@@ -265,7 +282,7 @@ class BrokerNode:
             fair_share = self._fair_share(index, usage, demand, present)
             if fair_share is not None and self.mechanisms.silent_at_fair_share:
                 usage = np.where(self._silent_slots(n_slots), np.minimum(usage, fair_share), usage)
-            new_limit = self.settings.policy(self.quota[:, index], usage, limit_view, demand, present)[:, OWN]
+            new_limit = self.settings.policy(self.pool[:, index], usage, limit_view, demand, present)[:, OWN]
             listening = self._listened = self._listening()
             if listening.any():  # a newcomer keeps its start limit while it listens
                 new_limit = np.where(listening, np.minimum(new_limit, self.limit[:, index]), new_limit)
@@ -273,9 +290,19 @@ class BrokerNode:
                 held |= new_limit < (1.0 - HELD_TOLERANCE) * fair_share[:, OWN]
             self.limit[:, index] = np.where(self.serving, self._floored(new_limit), self.limit[:, index])
         self._held = held & self.serving
+        if self._fallback_on:
+            heard = self._heard & self._registry_reachable
+            limit = self.fallback.step(heard, self._brokers_in_view(), limit_before, self.limit, self.pool, MIN_LIMIT)
+            self.limit = np.where(self.serving[:, None], self._floored(limit), self.limit)
+            self._heard[:] = False
         self._rounds_served = np.where(self.serving, self._rounds_served + 1, 0)
         self._apply_limits()
         return self.limit
+
+    def set_registry_reachable(self, reachable: bool) -> None:
+        """Whether the membership registry answers. While it does not, this broker counts as hearing no reports
+        (its fallback applies after `fallback.after_rounds`); the round it answers again, reports count again."""
+        self._registry_reachable = bool(reachable)
 
     def remove_broker(self, broker: str, incarnation: int | None = None) -> bool:
         return self.table.remove_broker(broker, incarnation)
@@ -289,6 +316,7 @@ class BrokerNode:
             self.limit = np.where(self.serving[:, None], self._rescaled(self.quota, new_quota), self.limit)
             self._apply_limits()
         self.quota = new_quota
+        self.pool = self._capped_pools()
 
     def view_brokers(self) -> np.ndarray:
         return self.table.view_brokers()
@@ -316,7 +344,7 @@ class BrokerNode:
         view = others.sum(axis=1) + 1  # the others it knows, and itself
         for index in range(len(self.settings.dimensions)):
             others_usage = (self.table.usage[starting, 1:, index] * others).sum(axis=1)
-            initial = self.settings.policy.initial_limit(self.quota[starting, index], view, others_usage)
+            initial = self.settings.policy.initial_limit(self.pool[starting, index], view, others_usage)
             self.limit[starting, index] = self._floored(initial)
         self._apply_limits()
 
@@ -329,6 +357,28 @@ class BrokerNode:
         limit_view = np.zeros(pool.shape)
         limit_view[:, OWN] = own_limit
         return self.settings.policy(quota, np.zeros(pool.shape), limit_view, None, pool)[:, OWN]
+    def _step_ramps(self) -> np.ndarray:
+        """The pools after this round: each ramp steps on the usage of every broker in the view."""
+        if len(self.ramps):
+            rows, dims = self.ramps.rows, self.ramps.dimensions
+            present = self.table.present[rows, : self.table.n_slots]
+            usage = (self.table.usage[rows, : self.table.n_slots, dims] * present).sum(axis=1)
+            self.ramps.step(self._last_admit_s or 0.0, self._round_s, usage, present.any(axis=1))
+        return self._capped_pools()
+
+    def _capped_pools(self) -> np.ndarray:
+        """[G, D] the quota, with each ramped entry's pool where ramped; never above the quota (a quota event may
+        cut it below the ramp). Without ramps, the quota itself (never written through `pool`)."""
+        if not len(self.ramps):
+            return self.quota
+        pool = self.quota.copy()
+        rows, dims = self.ramps.rows, self.ramps.dimensions
+        pool[rows, dims] = np.minimum(self.ramps.pool, self.quota[rows, dims])
+        return pool
+
+    def _brokers_in_view(self) -> np.ndarray:
+        """[G] the brokers in the view of each group, this one always counted."""
+        return self.table.present[:, 1 : self.table.n_slots].sum(axis=1) + 1
 
     def _rescaled(self, old_quota: np.ndarray, new_quota: np.ndarray) -> np.ndarray:
         """[G, D] the limits scaled by `new / old` quota (kept where the old quota was 0; unlimited where the new
@@ -362,7 +412,7 @@ class BrokerNode:
         demands, or the usages without them); None when no mechanism reads it."""
         if not (self.mechanisms.silent_at_fair_share or self.mechanisms.report_while_held):
             return None
-        quota = np.where(np.isfinite(self.quota[:, index]), self.quota[:, index], -1.0)
+        quota = np.where(np.isfinite(self.pool[:, index]), self.pool[:, index], -1.0)
         return max_min_fair(quota, usage if demand is None else demand, present)
 
     def _silent_slots(self, n_slots: int) -> np.ndarray:

@@ -174,6 +174,11 @@ class UsageTable:
         self._incarnation[index] = dead + 1
         return True
 
+    def last_heard_s(self) -> np.ndarray:
+        """[G] when a report of another broker last refreshed an entry of each group (-inf: none held)."""
+        refreshed = np.where(self.slot_broker[:, 1:] != FREE, self._refreshed_s[:, 1:], -np.inf)
+        return refreshed.max(axis=1, initial=-np.inf)
+
     def view_brokers(self) -> np.ndarray:
         """Number of brokers present in this broker's view, per group."""
         return self.present.sum(axis=1)

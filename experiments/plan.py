@@ -27,6 +27,7 @@ from actors.plan import (
     PlannedEvent,
     ProducerPlan,
     QuotaEvent,
+    RegistryEvent,
     Workload,
     component_rng,
 )
@@ -34,7 +35,9 @@ from actors.workload import Profile
 from allocator import policies
 from allocator.broker_node import NodeSettings
 from allocator.codec import DIMENSIONS
+from allocator.fallback import FallbackSettings
 from allocator.producers import ProducerSet, ThrottleSettings
+from allocator.ramped_pool import GroupRamp
 from allocator.routing import TOPIC_DTYPE, Routes
 from experiments.scenario.spec import BrokerSpec, EventSpec, ProducerSpec, Scenario
 
@@ -62,6 +65,8 @@ def build_plan(scenario: Scenario) -> Plan:
         compress=reporting.compress,
         float32_rates=reporting.float32_rates,
         hmac_key=reporting.hmac_key,
+        ramps=_ramps(scenario, dimensions),
+        fallback=FallbackSettings(**asdict(scenario.fallback)),
     )
     interest = scenario.channel.routing == "interest"
     channel = ChannelPlan(
@@ -115,6 +120,23 @@ def _dimensions(scenario: Scenario) -> tuple[str, ...]:
     named = {dim for group in scenario.groups for dim in group.quota}
     named |= {dim for event in scenario.events if event.kind == "quota" for dim in event.params}
     return tuple(dim for dim in DIMENSIONS if dim in named)
+
+
+def _ramps(scenario: Scenario, dimensions: tuple[str, ...]) -> tuple[GroupRamp, ...]:
+    """The ramped quotas, by global group id and dimension index."""
+    return tuple(
+        GroupRamp(
+            group_id=group_id,
+            dimension=dimensions.index(dim),
+            mode=ramp.mode,
+            min_tokens=ramp.min,
+            max_tokens=ramp.max,
+            duration_s=ramp.duration_s,
+            usage_threshold_pct=ramp.usage_threshold_pct,
+        )
+        for group_id, group in enumerate(scenario.groups)
+        for dim, ramp in group.ramp_up.items()
+    )
 
 
 def _quota_rows(quotas: Sequence[Mapping[str, float]], dimensions: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -291,10 +313,15 @@ def _events(
             typed = ChannelEvent(at, _channel_fields(params, scenario.interval_s))
         elif event.kind == "clock_skew":
             typed = ClockSkewEvent(at, target, float(params["offset_s"]))
+        elif event.kind == "registry_outage":
+            typed = RegistryEvent(at, reachable=False)
+            if at + params["rounds"] < scenario.rounds:  # the registry answers again (a planned event of its own)
+                restored = RegistryEvent(at + params["rounds"], reachable=True)
+                planned.append(PlannedEvent(restored, "registry_restored", target, _detail(params)))
         else:
             raise ValueError(f"unknown event kind {event.kind!r}")
         planned.append(PlannedEvent(typed, event.kind, target, _detail(params)))
-    return tuple(planned)
+    return tuple(sorted(planned, key=lambda planned_event: planned_event.event.at))
 
 
 def _detail(params: Mapping[str, Any]) -> str:

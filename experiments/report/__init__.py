@@ -27,7 +27,9 @@ def build_report(
     Writes summary.json, per_round.csv (per group and round), convergence.csv (per group and event),
     bandwidth.csv (per run and round), per_broker.csv (per run and broker), quota_telemetry.csv (per group and
     dimension), throttled_by_reason.csv (per group and reason), producers.csv (per producer and run, for runs
-    with producers) and report.html. Uses `spark`
+    with producers) and report.html, which also compares
+    the fallbacks when a run had a silence (`outages`) and draws the ramped quotas of runs that have some
+    (`ramps`). Uses `spark`
     when given, else the shared session on `master`.
     """
     # Imported here, not at the top: the CLI imports this package to register `report`, and every other
@@ -35,7 +37,9 @@ def build_report(
     from experiments.report.figures import figure_groups
     from experiments.report.html import render_report
     from experiments.report.load import load_runs, read_manifests
+    from experiments.report.outages import fallback_comparison, fallback_section
     from experiments.report.producers import producer_rounds, producer_summary, producers_of, producers_section
+    from experiments.report.ramps import ramp_sections
     from experiments.report.session import spark_session
     from experiments.report.summary import build_summary, collect_limits, collect_results
 
@@ -46,6 +50,8 @@ def build_report(
     summary = build_summary(runs.manifests, results)
     shown = [key for run in summary["runs"] for key in figure_groups(run)]
     limits = collect_limits(session, runs.rounds, shown)
+    fallbacks = fallback_comparison(results.per_round, results.convergence, runs.events.toPandas(), runs.manifests)
+    extra = {"comparison": fallback_section(fallbacks), **ramp_sections(session, runs.rounds, runs.manifests)}
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -66,5 +72,5 @@ def build_report(
     for name, table in tables.items():
         table.to_csv(out / name, index=False)
     report = out / "report.html"
-    report.write_text(render_report(summary, results, limits, runs.manifests, sections))
+    report.write_text(render_report(summary, results, limits, runs.manifests, sections, extra))
     return report

@@ -37,9 +37,13 @@ def render_report(
     limits: pd.DataFrame,
     manifests: dict[str, dict[str, Any]],
     sections: Sequence[str] = (),
+    extra: dict[str, str] | None = None,
 ) -> str:
     """The whole page: a comparison of the runs (when several), then each run, then `sections` (HTML of the
-    optional parts, e.g. producers), then the definitions."""
+    optional parts, e.g. producers), then the definitions. `extra` holds HTML drawn elsewhere: under
+    "comparison" after the comparison (the fallbacks), under a run id at the end of that run's section (its
+    ramped quotas)."""
+    extra = extra or {}
     runs = summary["runs"]
     generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
@@ -52,7 +56,8 @@ def render_report(
     ]
     if len(runs) > 1:
         parts.append(_comparison(runs, manifests))
-    parts.extend(_run_section(run, results, limits) for run in runs)
+    parts.append(extra.get("comparison", ""))
+    parts.extend(_run_section(run, results, limits) + extra.get(run["run_id"], "") for run in runs)
     parts.extend(sections)
     parts.append(_definitions())
     parts.append("</body></html>")

@@ -10,15 +10,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, fields
 from typing import Any
 
-from actors.workload import MAX_ROUNDS
+from actors.workload import MAX_RATE, MAX_ROUNDS
+from allocator import fallback, ramp
 from allocator.routing import MAX_TOPICS
 from experiments import checks
 from experiments.scenario.spec import (
+    NESTED,
     SECRETS,
     BurstSpec,
     ChannelSpec,
     CleanupSpec,
+    FallbackSpec,
     MembershipSpec,
+    RampSpec,
     RealtimeSpec,
     ReportingSpec,
     Scenario,
@@ -72,12 +76,20 @@ _RULES: dict[type, dict[str, Any]] = {
     },
     RealtimeSpec: {"jitter_pct": checks.Range(0, 100), "clock_offset_s": checks.Range(0, cap=MAX_CLOCK_OFFSET_S)},
     WorkloadSpec: {"msg_bytes": checks.Range(0, low_open=True, cap=MAX_MSG_BYTES)},
+    RampSpec: {
+        "mode": tuple(ramp.MODES),
+        "min": checks.Range(0, cap=MAX_RATE),
+        "max": checks.Range(0, cap=MAX_RATE),
+        "duration_s": checks.Range(0, low_open=True, cap=MAX_ROUNDS),
+        "usage_threshold_pct": checks.Range(0, 100, low_open=True),
+    },
+    FallbackSpec: {"mode": fallback.MODES, "after_rounds": _LENGTH, "decay_rounds": _LENGTH},
 }
 
 
 def names(cls: type) -> tuple[str, ...]:
-    """The keys a section of type `cls` allows: its fields but SECRETS, in order."""
-    return tuple(f.name for f in fields(cls) if f.name not in SECRETS)
+    """The keys a section of type `cls` allows: its fields but SECRETS and NESTED, in order."""
+    return tuple(f.name for f in fields(cls) if f.name not in SECRETS | NESTED)
 
 
 def body(cls: type, raw: Any, key: str) -> dict[str, Any]:
@@ -99,5 +111,5 @@ def plain_fields(
 
 
 def plain_section(cls: type, raw: Any, key: str) -> Any:
-    """A section made only of plain fields (reporting, cleanup, realtime, channel.burst)."""
+    """A section made only of plain fields (reporting, cleanup, realtime, fallback, channel.burst, a ramp)."""
     return cls(**plain_fields(cls, body(cls, raw, key), key))

@@ -49,6 +49,15 @@ def _clock_skew_event(value: Any, key: str, context: Context) -> tuple[str, dict
     return broker, {"offset_s": float(offset)}
 
 
+def _registry_outage_event(value: Any, key: str, context: Context) -> tuple[str, dict[str, Any]]:
+    """`{rounds: K}`: the membership registry answers nobody for K rounds (brokers count as hearing no reports)."""
+    if not context.membership:
+        raise checks.FieldError(key, "needs a membership registry (cleanup.membership: true) to have an outage")
+    body = checks.mapping(value, key, ("rounds",), ("rounds",))
+    rounds = checks.number(body["rounds"], checks.at(key, "rounds"), checks.Range(1, cap=context.rounds), integer=True)
+    return "", {"rounds": rounds}
+
+
 _EVENTS: dict[str, EventParser] = {
     "demand": _demand_event,
     "crash": _broker_event,
@@ -58,6 +67,7 @@ _EVENTS: dict[str, EventParser] = {
     "quota": _quota_event,
     "channel": _channel_event,
     "clock_skew": _clock_skew_event,
+    "registry_outage": _registry_outage_event,
 }
 
 # Broker lifecycle: event kind -> (the state it needs, the state it leaves). A broker starts "up", or

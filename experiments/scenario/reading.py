@@ -14,7 +14,7 @@ import yaml
 from experiments import checks
 from experiments.errors import ScenarioError
 from experiments.scenario import converter, events, generation, producers, sections
-from experiments.scenario.spec import ChannelSpec, CleanupSpec, RealtimeSpec, Scenario
+from experiments.scenario.spec import ChannelSpec, CleanupSpec, FallbackSpec, GroupSpec, RealtimeSpec, Scenario
 
 
 def load_scenario(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Scenario:
@@ -46,23 +46,60 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
 def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """A deep copy of `data` with each dotted key of `overrides` set, creating mappings on the way.
 
-    `{"policy.params.steal_fraction": 0.25}` sets `data["policy"]["params"]["steal_fraction"]`. Values are
-    taken as given (parse command-line strings with `yaml.safe_load` first); validation comes after.
+    `{"policy.params.steal_fraction": 0.25}` sets `data["policy"]["params"]["steal_fraction"]`; an item of a list
+    is written as in error messages, `groups[0].quota.publish_msgs_per_s.ramp_up.mode` (the list and the item
+    must exist). Values are taken as given (parse command-line strings with `yaml.safe_load` first); validation
+    comes after.
     """
     result = copy.deepcopy(dict(data))
     for dotted, value in overrides.items():
-        parts = dotted.split(".")
-        if not all(parts):
-            raise ScenarioError("override", dotted, "not a dotted key like policy.params.steal_fraction")
-        node = result
-        for depth, part in enumerate(parts[:-1]):
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                where = ".".join(parts[: depth + 1])
-                raise ScenarioError("override", dotted, f"{where} holds {checks.show(child)}, not a mapping")
-            node = child
-        node[parts[-1]] = copy.deepcopy(value)
+        steps = _override_steps(dotted)
+        node: Any = result
+        for depth in range(len(steps) - 1):
+            node = _override_child(node, steps[depth : depth + 2], dotted, _override_key(steps[: depth + 1]))
+        if isinstance(steps[-1], int) and steps[-1] >= len(node):
+            raise ScenarioError("override", dotted, f"{_override_key(steps)}: no such item")
+        node[steps[-1]] = copy.deepcopy(value)
     return result
+
+
+def _override_child(node: Any, step_and_next: list[str | int], dotted: str, where: str) -> Any:
+    """The child of `node` at `step` (a mapping is created where missing), checked to be a list when `next`
+    is an index and a mapping when it is a key."""
+    step, next_step = step_and_next
+    if isinstance(step, int):
+        if step >= len(node):
+            raise ScenarioError("override", dotted, f"{where}: no such item")
+        child = node[step]
+    else:
+        child = node.setdefault(step, {})
+    wanted, name = (list, "a list") if isinstance(next_step, int) else (dict, "a mapping")
+    if not isinstance(child, wanted):
+        raise ScenarioError("override", dotted, f"{where} holds {checks.show(child)}, not {name}")
+    return child
+
+
+_OVERRIDE_PART = re.compile(r"([^.\[\]]+)((?:\[\d+\])*)")
+
+
+def _override_steps(dotted: str) -> list[str | int]:
+    """`groups[0].quota` -> ["groups", 0, "quota"]."""
+    steps: list[str | int] = []
+    for part in dotted.split("."):
+        match = _OVERRIDE_PART.fullmatch(part)
+        if match is None:
+            problem = "not a dotted key like policy.params.steal_fraction or groups[0].name"
+            raise ScenarioError("override", dotted, problem)
+        steps.append(match.group(1))
+        steps += [int(index) for index in re.findall(r"\d+", match.group(2))]
+    return steps
+
+
+def _override_key(steps: list[str | int]) -> str:
+    key = ""
+    for step in steps:
+        key = checks.at(key, step)
+    return key
 
 
 MAX_FILE_BYTES = 16 * 2**20  # a generated scenario is a few lines; 16 MiB hold 200,000 hand-written brokers
@@ -167,20 +204,47 @@ def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
         groups = sections.groups(top["groups"], "groups")
         brokers = sections.brokers(top["brokers"], "brokers", replace(context, groups=sections.by_name(groups)))
         generated = None
-    context = replace(context, groups=sections.by_name(groups), brokers=sections.by_name(brokers))
+    cleanup = converter.plain_section(CleanupSpec, top.get("cleanup", {}), "cleanup")
+    context = replace(
+        context, groups=sections.by_name(groups), brokers=sections.by_name(brokers), membership=cleanup.membership
+    )
+    reporting = sections.reporting(top.get("reporting", {}), "reporting", base_dir)
+    _check_ramps(groups, settings.get("interval_s", Scenario.interval_s))
     throttle = producers.throttle(top.get("throttle", {}), "throttle", settings.get("interval_s", Scenario.interval_s))
     return Scenario(
         **settings,
         groups=groups,
         brokers=brokers,
         policy=sections.policy(top.get("policy", {}), "policy"),
-        reporting=sections.reporting(top.get("reporting", {}), "reporting", base_dir),
-        cleanup=converter.plain_section(CleanupSpec, top.get("cleanup", {}), "cleanup"),
+        reporting=reporting,
+        cleanup=cleanup,
         membership=sections.membership(top.get("membership", {}), "membership", settings.get("mode", Scenario.mode)),
         channel=ChannelSpec(**sections.channel(top.get("channel", {}), "channel", context)),
         events=events.events(top.get("events", []), "events", context, brokers),
         realtime=converter.plain_section(RealtimeSpec, top.get("realtime", {}), "realtime"),
+        fallback=_fallback(top.get("fallback", {}), "fallback", reporting.force_every),
         generated=generated,
         throttle=throttle,
         clients=producers.clients(top.get("clients", []), "clients", context, throttle.step_ms),
     )
+
+
+def _check_ramps(groups: tuple[GroupSpec, ...], interval_s: float) -> None:
+    """A ramp steps once per 1-s epoch with requests: a round longer than an epoch would skip epochs."""
+    for index, group in enumerate(groups):
+        for dim in group.ramp_up:
+            if interval_s > 1:
+                key = checks.at(checks.at(checks.at(checks.at("groups", index), "quota"), dim), "ramp_up")
+                raise checks.FieldError(key, f"needs interval_s <= 1 (a ramp's epochs are 1 s), got {interval_s:g}")
+
+
+def _fallback(raw: object, key: str, force_every: int) -> FallbackSpec:
+    """The fallback; it must wait longer than a quiet peer's forced reports are apart."""
+    spec = converter.plain_section(FallbackSpec, raw, key)
+    if spec.mode != "none" and spec.after_rounds <= force_every:
+        raise checks.FieldError(
+            checks.at(key, "after_rounds"),
+            f"must be > reporting.force_every ({force_every}): a peer whose usage does not change reports only "
+            f"every force_every rounds, got {spec.after_rounds}",
+        )
+    return spec

@@ -29,6 +29,7 @@ from experiments.scenario.spec import (
     MembershipSpec,
     PolicySpec,
     Profile,
+    RampSpec,
     ReportingSpec,
     WorkloadSpec,
 )
@@ -44,6 +45,7 @@ class Context:
     base_dir: Path
     groups: Collection[str] = ()
     brokers: Collection[str] = ()
+    membership: bool = True  # a registry exists (cleanup.membership): it can have an outage
 
 
 def by_name(items: Sequence[GroupSpec] | Sequence[BrokerSpec]) -> dict[str, None]:
@@ -79,13 +81,33 @@ def rate_or_unlimited(value: Any, key: str) -> float:
     return float(value)
 
 
-def quota(raw: Any, key: str, also_allowed: Sequence[str] = ()) -> dict[str, float]:
-    """Dimension -> rate per second; at least one of DIMENSIONS. `also_allowed` keys are skipped here."""
+def quota(
+    raw: Any, key: str, also_allowed: Sequence[str] = (), ramps: dict[str, RampSpec] | None = None
+) -> dict[str, float]:
+    """Dimension -> rate per second; at least one of DIMENSIONS. `also_allowed` keys are skipped here. With
+    `ramps` (a group's quota), a dimension may ramp, `{ramp_up: {...}}`: its ramp goes into `ramps` and its
+    rate is the ramp's `max`."""
     body = checks.mapping(raw, key, (*also_allowed, *DIMENSIONS))
-    rates = {dim: rate_or_unlimited(body[dim], checks.at(key, dim)) for dim in DIMENSIONS if dim in body}
+    rates = {}
+    for dim in DIMENSIONS:
+        if dim in body and ramps is not None and isinstance(body[dim], dict):
+            ramps[dim] = _ramp(body[dim], checks.at(key, dim))
+            rates[dim] = ramps[dim].max
+        elif dim in body:
+            rates[dim] = rate_or_unlimited(body[dim], checks.at(key, dim))
     if not rates:
         raise checks.FieldError(key, f"must set at least one of {', '.join(DIMENSIONS)}")
     return rates
+
+
+def _ramp(raw: Any, key: str) -> RampSpec:
+    """`{ramp_up: {mode, min, max, duration_s, usage_threshold_pct}}`, with min <= max."""
+    ramp_key = checks.at(key, "ramp_up")
+    body = checks.mapping(raw, key, ("ramp_up",), required=("ramp_up",))
+    spec = converter.plain_section(RampSpec, body["ramp_up"], ramp_key)
+    if spec.min > spec.max:
+        raise checks.FieldError(checks.at(ramp_key, "min"), f"must be <= max ({spec.max:g}), got {spec.min:g}")
+    return spec
 
 
 def groups(raw: Any, key: str) -> tuple[GroupSpec, ...]:
@@ -94,8 +116,9 @@ def groups(raw: Any, key: str) -> tuple[GroupSpec, ...]:
     for index, item in enumerate(checks.list_of(raw, key)):
         item_key = checks.at(key, index)
         body = converter.body(GroupSpec, item, item_key)
-        rates = quota(body["quota"], checks.at(item_key, "quota"))
-        specs.append(GroupSpec(**converter.plain_fields(GroupSpec, body, item_key), quota=rates))
+        ramps: dict[str, RampSpec] = {}
+        rates = quota(body["quota"], checks.at(item_key, "quota"), ramps=ramps)
+        specs.append(GroupSpec(**converter.plain_fields(GroupSpec, body, item_key), quota=rates, ramp_up=ramps))
     checks.unique(specs, key, "group")
     return tuple(specs)
 

@@ -16,6 +16,8 @@ from allocator.codec import DIMENSIONS
 # Fields read from a file or the environment when a scenario loads: not keys of a scenario file, and left out of
 # `Scenario.to_dict` (the manifest), so a secret is never written.
 SECRETS = frozenset({"hmac_key"})
+# Fields written inside another key, not keys of their own section (a group's ramps are written in its quota).
+NESTED = frozenset({"ramp_up"})
 
 
 @dataclass(frozen=True)
@@ -91,18 +93,41 @@ class BrokerSpec:
 
 
 @dataclass(frozen=True)
+class RampSpec:
+    """A quota that ramps up (`allocator.ramp`): from `min` to `max` per second over `duration_s`, in `mode`
+    (scheduled, relaxed, only-if-used, go-back-n), in 1-s epochs."""
+
+    mode: str
+    min: float
+    max: float
+    duration_s: float
+    usage_threshold_pct: float = 50.0  # Numaflow's default
+
+
+@dataclass(frozen=True)
 class GroupSpec:
     name: str
-    quota: dict[str, float]  # dimension -> rate per second; a negative value means unlimited
+    quota: dict[str, float]  # dimension -> rate per second (a ramped one's `max`); a negative value means unlimited
+    ramp_up: dict[str, RampSpec] = field(default_factory=dict)  # dimension -> its ramp, written as quota.DIM.ramp_up
+
+
+@dataclass(frozen=True)
+class FallbackSpec:
+    """What a broker does for a group it heard no report for in `after_rounds` (`allocator.fallback`)."""
+
+    mode: str = "none"  # none | hold | open | closed | share | decay
+    after_rounds: int = 10
+    decay_rounds: int = 10
 
 
 @dataclass(frozen=True)
 class EventSpec:
-    """One scenario event. kind: join | leave | crash | restart | demand | quota | channel | clock_skew.
+    """One scenario event. kind: join | leave | crash | restart | demand | quota | channel | clock_skew |
+    registry_outage.
 
     `target` is the broker (join, leave, crash, restart, demand, clock_skew) or the group (quota), '' for
-    channel; `params` holds the rest as written (demand: group, msgs_per_s; quota: dimension -> rate;
-    channel: ChannelSpec keys; clock_skew: offset_s).
+    channel and registry_outage; `params` holds the rest as written (demand: group, msgs_per_s; quota:
+    dimension -> rate; channel: ChannelSpec keys; clock_skew: offset_s; registry_outage: rounds).
     """
 
     at: int
@@ -166,6 +191,7 @@ class Scenario:
     channel: ChannelSpec = field(default_factory=ChannelSpec)
     events: tuple[EventSpec, ...] = ()
     realtime: RealtimeSpec = field(default_factory=RealtimeSpec)
+    fallback: FallbackSpec = field(default_factory=FallbackSpec)
     brokers_per_actor: int = 1  # ray backend: logical brokers hosted by one actor
     description: str = ""
     generated: dict[str, Any] | None = None  # the `generated:` block that groups and brokers came from

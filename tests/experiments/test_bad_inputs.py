@@ -42,6 +42,18 @@ def quota(value: str) -> str:
     return BASE.replace("publish_msgs_per_s: 100", f"publish_msgs_per_s: {value}")
 
 
+RAMP = "groups[0].quota.publish_msgs_per_s.ramp_up"
+
+
+def ramp(change: str) -> str:
+    """BASE with g's quota a ramp to 100, one of its keys changed (`mode: x`)."""
+    keys = {"mode": "relaxed", "min": "10", "max": "100", "duration_s": "10"}
+    if change:
+        name, value = change.split(": ")
+        keys[name] = value
+    return quota("{ramp_up: {" + ", ".join(f"{name}: {value}" for name, value in keys.items()) + "}}")
+
+
 def workload(extra: str) -> str:
     """BASE with keys added to b1's workload entry."""
     return BASE.replace("msgs_per_s: 80", f"msgs_per_s: 80, {extra}")
@@ -120,6 +132,32 @@ BAD = {
         top("events: [{at: 1, quota: {group: g, publish_msgs_per_s: 1e308}}]"),
         "events[0].quota.publish_msgs_per_s",
         RATE_CAP,
+    ),
+    # ramped quotas, fallbacks, registry outages
+    "ramp mode unknown": Bad(ramp("mode: exponential"), f"{RAMP}.mode", "must be one of scheduled, relaxed"),
+    "ramp min above max": Bad(ramp("min: 200"), f"{RAMP}.min", "must be <= max (100), got 200"),
+    "ramp duration negative": Bad(ramp("duration_s: -5"), f"{RAMP}.duration_s", "must be > 0, got -5"),
+    "ramp threshold above 100": Bad(ramp("usage_threshold_pct: 150"), f"{RAMP}.usage_threshold_pct", "in (0, 100]"),
+    "ramp without max": Bad(
+        quota("{ramp_up: {mode: relaxed, min: 1, duration_s: 5}}"), f"{RAMP}.max", "required"
+    ),
+    "ramp with a round over 1 s": Bad(ramp("") + "interval_s: 2\n", RAMP, "needs interval_s <= 1"),
+    "ramp in a quota event": Bad(
+        top("events: [{at: 1, quota: {group: g, publish_msgs_per_s: {ramp_up: {mode: relaxed}}}}]"),
+        "events[0].quota.publish_msgs_per_s",
+        "must be a number >= 0",
+    ),
+    "fallback mode unknown": Bad(top("fallback: {mode: panic}"), "fallback.mode", "must be one of none, hold, open"),
+    "fallback sooner than forced reports": Bad(
+        top("fallback: {mode: share, after_rounds: 5}"), "fallback.after_rounds", "must be > reporting.force_every (5)"
+    ),
+    "registry outage of 0 rounds": Bad(
+        top("events: [{at: 3, registry_outage: {rounds: 0}}]"), "events[0].registry_outage.rounds", "must be >= 1"
+    ),
+    "registry outage without a registry": Bad(
+        top("cleanup: {membership: false}\nevents: [{at: 3, registry_outage: {rounds: 2}}]"),
+        "events[0].registry_outage",
+        "needs a membership registry",
     ),
     # rates and their profiles
     "rate 1e308": Bad(rate("1e308"), "brokers[0].workload[0].msgs_per_s", f"{RATE_CAP}, got 1e+308"),

@@ -169,18 +169,19 @@ BAD = {
     "event without a kind": (
         base(events=[{"at": 1}]),
         "events[0]",
-        "needs exactly one of demand, crash, restart, join, leave, quota, channel, clock_skew besides 'at', got none",
+        "needs exactly one of demand, crash, restart, join, leave, quota, channel, clock_skew, registry_outage "
+        "besides 'at', got none",
     ),
     "event with two kinds": (
         base(events=[{"at": 1, "crash": "broker-1", "leave": "broker-2"}]),
         "events[0]",
-        "needs exactly one of demand, crash, restart, join, leave, quota, channel, clock_skew besides 'at', "
-        "got crash, leave",
+        "needs exactly one of demand, crash, restart, join, leave, quota, channel, clock_skew, registry_outage "
+        "besides 'at', got crash, leave",
     ),
     "unknown event kind": (
         base(events=[{"at": 1, "explode": "broker-1"}]),
         "events[0].explode",
-        "unknown key (allowed: at, demand, crash, restart, join, leave, quota, channel, clock_skew)",
+        "unknown key (allowed: at, demand, crash, restart, join, leave, quota, channel, clock_skew, registry_outage)",
     ),
     "event naming an unknown broker": (
         base(events=[{"at": 1, "crash": "broker-9"}]),
@@ -504,13 +505,22 @@ def test_apply_overrides_copies_and_creates_mappings():
     [
         ("name.x", "name holds 'base', not a mapping"),
         ("groups.0.name", "groups holds a list, not a mapping"),
-        ("policy..name", "not a dotted key like policy.params.steal_fraction"),
+        ("policy..name", "not a dotted key like policy.params.steal_fraction or groups[0].name"),
+        ("groups[7].name", "groups[7]: no such item"),
+        ("policy[0]", "policy holds a mapping, not a list"),
     ],
 )
 def test_override_through_a_non_mapping(dotted, problem):
     with pytest.raises(ScenarioError) as caught:
         apply_overrides(base(), {dotted: 1})
     assert str(caught.value) == f"override: {dotted}: {problem}"
+
+
+def test_an_override_reaches_into_a_list_item_as_errors_name_it():
+    data = {"groups": [{"name": "g", "quota": {"publish_msgs_per_s": {"ramp_up": {"mode": "scheduled"}}}}]}
+    changed = apply_overrides(data, {"groups[0].quota.publish_msgs_per_s.ramp_up.mode": "relaxed"})
+    assert changed["groups"][0]["quota"]["publish_msgs_per_s"]["ramp_up"] == {"mode": "relaxed"}
+    assert data["groups"][0]["quota"]["publish_msgs_per_s"]["ramp_up"] == {"mode": "scheduled"}  # a copy
 
 
 def test_load_with_overrides(tmp_path):

@@ -47,6 +47,7 @@ def rounds_row(
         "report_age_max_s": 0.0,
         "report_age_mean_s": 0.0,
         "agreed_pool_size": -1,  # no pool-size consensus
+        "pool": float(quota),
     }
     return row | more
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,31 @@ def test_the_example_sweeps_load():
     assert (len(tune.configurations), len(tune.runs)) == (18, 54)
     assert (len(quick.configurations), len(quick.runs)) == (4, 8)
     assert quick.sweep.scenario(quick.runs[0].overrides, 1).rounds == 20
+
+
+def test_the_fallbacks_sweep_loads_one_run_per_mode():
+    plan = plan_sweep(load_sweep(SWEEPS / "fallbacks.yaml"))
+    modes = [plan.sweep.scenario(run.overrides, run.seed).fallback.mode for run in plan.runs]
+    assert modes == ["none", "hold", "open", "closed", "share", "decay"]
+
+
+RAMP_KEY = "groups[0].quota.publish_msgs_per_s.ramp_up"
+
+
+def test_a_sweep_varies_a_ramp_inside_the_groups_list(tmp_path):
+    base = copy.deepcopy(TINY_BASE)
+    base["groups"][0]["quota"] = {"publish_msgs_per_s": {"ramp_up": {"mode": "relaxed", "min": 10, "max": 100,
+                                                                     "duration_s": 10}}}  # fmt: skip
+    sweep = {"seeds": [1], "grid": {f"{RAMP_KEY}.mode": ["scheduled", "go-back-n"], f"{RAMP_KEY}.duration_s": [5, 20]}}
+    plan = plan_of(tmp_path, sweep, base)
+    ramps = [plan.sweep.scenario(run.overrides, run.seed).groups[0].ramp_up["publish_msgs_per_s"] for run in plan.runs]
+    assert [(ramp.mode, ramp.duration_s) for ramp in ramps] == [
+        ("scheduled", 5), ("scheduled", 20), ("go-back-n", 5), ("go-back-n", 20)
+    ]  # fmt: skip
+    bad = {"seeds": [1], "grid": {f"{RAMP_KEY}.duration_s": [5, -1]}}
+    message = f"grid.{RAMP_KEY}.duration_s[1]: {RAMP_KEY}.duration_s: must be > 0, got -1"
+    with pytest.raises(SweepError, match=re.escape(message)):
+        plan_of(tmp_path, bad, base)
 
 
 def test_random_samples_are_reproducible_and_within_bounds(tmp_path):

@@ -1,0 +1,129 @@
+"""The report's comparison of fallbacks (`fallback.mode`): how each run did while its brokers heard no reports.
+
+Silences come from the `events` table: a `registry_outage` lasts its `rounds`; a partition lasts from a
+`channel` event that sets `partitions` to a non-empty list until the next one that sets them (an empty list
+heals). For each run and silence, over the groups with a quota:
+
+- peak overshoot: the largest `max(0, U/Q - 1)` of a round of the silence;
+- lost throughput: `sum(max(0, T - U)) / sum(T)` over its rounds, with `T = min(Q, D)`: the share of what the
+  quota allowed and the producers wanted that was held back;
+- rounds to recover: the `rounds_to_converge` (see `metrics`) after the event that ends it, the largest over the
+  groups; null when it never settled again, or when the run ended first.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from experiments.report.figures import png_base64
+from experiments.report.html import html_table, img_tag
+
+COLUMNS = ["run_id", "fallback", "silence", "start", "end", "peak_overshoot", "lost_throughput", "rounds_to_recover"]
+
+
+def silences(events: pd.DataFrame, rounds: dict[str, int]) -> pd.DataFrame:
+    """Per run, each silence: its name, first round, the round it ends (the run's `rounds` if it never does)
+    and the kind of the event that ends it."""
+    found = []
+    for run_id, run_events in events.sort_values("round").groupby("run_id"):
+        partition_from = None
+        for event in run_events.itertuples():
+            detail = json.loads(event.detail or "{}")
+            if event.kind == "registry_outage":
+                end = event.round + detail["rounds"]
+                found.append((run_id, "registry outage", event.round, end, "registry_restored"))
+            elif event.kind == "channel" and "partitions" in detail:
+                if partition_from is not None:
+                    found.append((run_id, "partition", partition_from, event.round, "channel"))
+                partition_from = event.round if detail["partitions"] else None
+        if partition_from is not None:
+            found.append((run_id, "partition", partition_from, rounds[run_id], "channel"))
+    table = pd.DataFrame(found, columns=["run_id", "silence", "start", "end", "ended_by"])
+    return table.assign(end=[min(end, rounds[run_id]) for run_id, end in zip(table.run_id, table.end, strict=True)])
+
+
+def fallback_comparison(
+    per_round: pd.DataFrame, convergence: pd.DataFrame, events: pd.DataFrame, manifests: dict[str, dict[str, Any]]
+) -> pd.DataFrame:
+    """One row per run and silence (COLUMNS); empty when no run has one."""
+    rounds = {run_id: manifest.get("rounds_completed", 0) for run_id, manifest in manifests.items()}
+    rows = []
+    limited = per_round[per_round.quota < math.inf]
+    for silence in silences(events, rounds).itertuples():
+        during = limited[(limited.run_id == silence.run_id) & limited["round"].between(silence.start, silence.end - 1)]
+        if during.empty:
+            continue
+        target = during.target.sum()
+        lost = (during.target - during.usage).clip(lower=0).sum() / target if target > 0 else None
+        ended = convergence[
+            (convergence.run_id == silence.run_id)
+            & (convergence["round"] == silence.end)
+            & (convergence.kind == silence.ended_by)
+        ]["rounds_to_converge"]
+        recovered = None if ended.empty or ended.isna().any() else int(ended.max())
+        fallback = manifests[silence.run_id].get("scenario", {}).get("fallback", {}).get("mode", "none")
+        overshoot = float(during.overshoot.max()) if during.overshoot.notna().any() else None
+        rows.append([silence.run_id, fallback, silence.silence, silence.start, silence.end, overshoot, lost, recovered])
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def comparison_figure(table: pd.DataFrame) -> str:
+    """Bars per run (labelled by fallback), one colour per silence: peak overshoot, lost throughput, recovery."""
+    labels = list(dict.fromkeys(zip(table.run_id, table.fallback, strict=True)))
+    names = [fallback for _, fallback in labels]
+    if len(set(names)) < len(names):
+        names = [run_id for run_id, _ in labels]
+    kinds = list(dict.fromkeys(table.silence))
+    width = 0.8 / len(kinds)
+    figure = Figure(figsize=(13, 3.6), layout="constrained")
+    panels = [
+        ("peak overshoot while silent", "peak_overshoot", 100.0, "% over quota"),
+        ("lost throughput while silent", "lost_throughput", 100.0, "% of min(Q, D) held back"),
+        ("rounds to recover after", "rounds_to_recover", 1.0, "rounds (none: never)"),
+    ]
+    for axes, (title, column, scale, ylabel) in zip(figure.subplots(1, 3), panels, strict=True):
+        for index, kind in enumerate(kinds):
+            of_kind = table[table.silence == kind].groupby(["run_id", "fallback"])[column].max()
+            heights = [scale * float(of_kind.get(label, math.nan)) for label in labels]
+            positions = [position + (index - (len(kinds) - 1) / 2) * width for position in range(len(labels))]
+            axes.bar(positions, heights, width=width, label=kind)
+        axes.set_xticks(range(len(labels)), names, rotation=20, ha="right", fontsize=8)
+        axes.set_title(title, fontsize=10)
+        axes.set_ylabel(ylabel)
+    figure.axes[0].legend(fontsize=7)
+    return png_base64(figure)
+
+
+def fallback_section(table: pd.DataFrame) -> str:
+    """The comparison's HTML: a table and the figure; empty when no run had a silence."""
+    if table.empty:
+        return ""
+
+    def percent(value: float | None) -> str:
+        return "" if value is None or pd.isna(value) else f"{100 * value:.1f}%"
+
+    rows = [
+        [
+            row.fallback,
+            row.run_id,
+            f"{row.silence}, rounds {row.start}-{row.end - 1}",
+            percent(row.peak_overshoot),
+            percent(row.lost_throughput),
+            "never" if pd.isna(row.rounds_to_recover) else int(row.rounds_to_recover),
+        ]
+        for row in table.itertuples()
+    ]
+    header = ["fallback", "run", "silence", "peak overshoot", "lost throughput", "rounds to recover"]
+    return (
+        "<h2>Fallbacks: while reports stopped</h2>"
+        '<p class="note">Per run and silence (a partition, a registry outage): the peak overshoot over its '
+        "rounds, the throughput lost (what the quota allowed and the producers wanted, held back), and the rounds "
+        "to converge after it ended. Compare runs that differ in fallback.mode (e.g. the fallbacks sweep).</p>"
+        + html_table(header, rows, text_columns=3)
+        + img_tag(comparison_figure(table), "peak overshoot, lost throughput and recovery per fallback")
+    )

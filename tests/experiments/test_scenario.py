@@ -83,7 +83,7 @@ BAD = {
         base(polcy={"name": "pulsar"}),
         "polcy",
         "unknown key (allowed: name, groups, brokers, seed, rounds, interval_s, mode, backend, policy, "
-        "reporting, cleanup, membership, channel, events, realtime, brokers_per_actor, description, generated, "
+        "reporting, cleanup, membership, channel, events, realtime, fallback, brokers_per_actor, description, generated, "
         "throttle, clients)",
     ),
     "unknown nested key": (

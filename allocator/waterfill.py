@@ -37,10 +37,9 @@ def water_level(capacity: np.ndarray, wants: np.ndarray) -> np.ndarray:
     """
     n_brokers, n_groups = wants.shape
     ascending = _ascending(wants)
-    handed_below = ascending.copy()  # the running sum of the wants, then minus the own one
+    handed_below = np.zeros_like(ascending)  # the running sum of the wants below (never a huge want taken back out)
     for i in range(1, n_brokers):
-        handed_below[i] += handed_below[i - 1]
-    handed_below -= ascending
+        np.add(handed_below[i - 1], ascending[i - 1], out=handed_below[i])
     candidate_level = capacity - handed_below
     with np.errstate(invalid="ignore"):  # inf - inf where the capacity is unlimited
         candidate_level /= np.arange(n_brokers, 0, -1, dtype=np.float64)[:, None]  # the remaining slots

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from actors.adversary import lie
 from actors.plan import BrokerPlan, HostPlan, Workload, component_rng
 from actors.workload import rate_at
 from allocator.broker_node import BrokerNode, Outbox, Traffic
@@ -66,6 +67,7 @@ class LogicalBroker:
             group_names=dict(zip(plan.group_ids.tolist(), plan.group_names, strict=True)),
             known_brokers=host.known_brokers,
             routes=plan.routes,
+            signer=plan.signer,
         )
         self.limited = limited
         self.traffic: Traffic | None = None
@@ -93,15 +95,25 @@ class LogicalBroker:
     def publish_phase(self, round_index: int, t_s: float) -> Published:
         demand = self.offered_load(round_index)
         self.traffic = self.node.admit(demand, self.state.workload.msg_bytes, self.monotonic_time(t_s))
-        self.outbox = self.node.build_reports(self.traffic, self.local_time(t_s))
+        claimed = self.traffic
+        if self.plan.usage_factor != 1.0:  # a liar: its own entry and its reports say more than it admitted
+            claimed = lie(self.traffic, self.plan.usage_factor)
+            self.node.claim(claimed)
+        self.outbox = self.node.build_reports(claimed, self.local_time(t_s))
         return Published(self.plan.name, self.outbox.payloads, self.outbox.suppressed)
 
     def allocate_phase(
-        self, payloads: list[bytes], dead: list[tuple[str, int]], round_index: int, t_s: float
+        self,
+        payloads: list[bytes],
+        dead: list[tuple[str, int]],
+        round_index: int,
+        t_s: float,
+        issued: dict[str, int] | None = None,
     ) -> tuple[dict[str, np.ndarray], int]:
-        """Receive, clean up and allocate; the telemetry rows and how many reports were rejected."""
+        """Receive, clean up and allocate; the telemetry rows and how many reports were rejected. `issued`: the
+        incarnations the membership registry issued (a report of another incarnation is rejected)."""
         now_s = self.local_time(t_s)
-        inbox = self.node.receive(payloads, now_s)
+        inbox = self.node.receive(payloads, now_s, issued)
         self.node.cleanup(now_s, [entry for entry in dead if entry[0] != self.plan.name])
         self.node.allocate()
         return self.rows(round_index, t_s), inbox.rejected
@@ -186,12 +198,18 @@ class BrokerHost:
         return [self.brokers[name].publish_phase(round_index, t_s) for name in sorted(self.brokers)]
 
     def allocate_phase(
-        self, inboxes: dict[str, list[bytes]], dead: list[tuple[str, int]], round_index: int, t_s: float
+        self,
+        inboxes: dict[str, list[bytes]],
+        dead: list[tuple[str, int]],
+        round_index: int,
+        t_s: float,
+        issued: dict[str, int] | None = None,
     ) -> Allocated:
         """Receive, clean up and allocate for every hosted broker."""
         columns: list[dict[str, np.ndarray]] = []
         rejected: dict[str, int] = {}
         for name in sorted(self.brokers):
-            rows, rejected[name] = self.brokers[name].allocate_phase(inboxes.get(name, []), dead, round_index, t_s)
+            logical = self.brokers[name]
+            rows, rejected[name] = logical.allocate_phase(inboxes.get(name, []), dead, round_index, t_s, issued)
             columns.append(rows)
         return Allocated(columns, rejected)

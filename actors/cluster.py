@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from actors.adversary import forged_payloads
 from actors.backends import Backend
-from actors.broker_host import BrokerHost, BrokerState, Published
+from actors.broker_host import CLOCK_BASE_S, BrokerHost, BrokerState, Published
 from actors.channel import Channel
 from actors.membership import Ended, Membership
 from actors.plan import (
@@ -19,6 +20,7 @@ from actors.plan import (
     ChannelEvent,
     ClockSkewEvent,
     DemandEvent,
+    ForgeEvent,
     HostPlan,
     Plan,
     PlannedEvent,
@@ -106,6 +108,9 @@ class Cluster:
                 self.backend.gather([self.backend.call(self.channel, "configure", **changes)])
             case ClockSkewEvent(broker=broker, offset_s=offset_s):
                 self._set_state(broker, replace(self.states[broker], clock_offset_s=offset_s))
+            case ForgeEvent(broker=victim):
+                payloads = forged_payloads(event.event, self.broker_plans[victim], self.plan.node, CLOCK_BASE_S + t_s)
+                return [Published(victim, payloads, 0)]
             case other:
                 raise ValueError(f"unknown event {other!r}")
         return []
@@ -169,6 +174,13 @@ class Cluster:
             return []
         sessions = [(broker, self.states[broker].incarnation) for broker in sorted(self.up)]
         return [self.backend.call(self.membership, "heartbeat_all", sessions, t_s)]
+
+    def issued(self) -> dict[str, int] | None:
+        """Broker -> the highest incarnation the registry issued it (None without a registry)."""
+        if self.membership is None:
+            return None
+        (issued,) = self.backend.gather([self.backend.call(self.membership, "issued")])
+        return issued
 
     def collect_dead(self, calls: list[object]) -> list[Ended]:
         """The sessions ended, as announced by the expiry submitted with `send_heartbeats`."""

@@ -36,10 +36,17 @@ def run_lockstep(
         items = [(p.broker, topic, payload) for p in published for topic, payload in p.payloads]
         (exchange,) = backend.gather([backend.call(cluster.channel, "exchange", items, t_s)])
         dead = cluster.collect_dead(heartbeats)
+        issued = cluster.issued()
         results = backend.gather(
             [
                 backend.call(
-                    slot.handle, "allocate_phase", _inboxes(exchange.deliveries, slot.brokers), dead, round_index, t_s
+                    slot.handle,
+                    "allocate_phase",
+                    _inboxes(exchange.deliveries, slot.brokers),
+                    dead,
+                    round_index,
+                    t_s,
+                    issued,
                 )
                 for slot in cluster.live_slots()
             ]

@@ -22,6 +22,7 @@ import numpy as np
 from actors.workload import Profile
 from allocator.broker_node import NodeSettings
 from allocator.routing import Routes
+from allocator.signing import Signer
 
 
 def stable_hash(name: str) -> int:
@@ -95,6 +96,8 @@ class BrokerPlan:
     subscriptions: tuple[int, ...]  # the topics it listens to
     workload: Workload
     clock_offset_s: float = 0.0
+    signer: Signer | None = None  # its own key, with per-broker keys (`NodeSettings.public_keys`)
+    usage_factor: float = 1.0  # a liar reports this many times its usage and demand (1: honest)
 
 
 @dataclass(frozen=True)
@@ -150,7 +153,19 @@ class ClockSkewEvent:
     offset_s: float
 
 
-Event = BrokerEvent | DemandEvent | QuotaEvent | ChannelEvent | ClockSkewEvent
+@dataclass(frozen=True)
+class ForgeEvent:
+    """A report in `broker`'s name, sent by someone else: `report` is "zero" or "inflate"; signed with a stolen
+    per-broker key (`signer`), the stolen cluster key (`hmac_key`), or neither."""
+
+    at: int
+    broker: str
+    report: str
+    signer: Signer | None = None
+    hmac_key: bytes | None = field(default=None, repr=False)
+
+
+Event = BrokerEvent | DemandEvent | QuotaEvent | ChannelEvent | ClockSkewEvent | ForgeEvent
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from actors.plan import (
     ChannelPlan,
     ClockSkewEvent,
     DemandEvent,
+    ForgeEvent,
     Plan,
     PlannedEvent,
     QuotaEvent,
@@ -33,6 +34,7 @@ from allocator import policies
 from allocator.broker_node import NodeSettings
 from allocator.codec import DIMENSIONS
 from allocator.routing import TOPIC_DTYPE, Routes
+from allocator.signing import PublicKeys, Signer
 from experiments.scenario.spec import BrokerSpec, EventSpec, Scenario
 
 DEFAULT_MSG_BYTES = 1000.0  # a group a `demand` event adds to a broker
@@ -45,6 +47,7 @@ def build_plan(scenario: Scenario) -> Plan:
     quota, limited = _quota_rows([group.quota for group in scenario.groups], dimensions)
     interval_s = scenario.interval_s
     reporting, cleanup = scenario.reporting, scenario.cleanup
+    signers = {name: Signer(key) for name, key in (reporting.broker_keys or {}).items()}
     node = NodeSettings(
         dimensions=dimensions,
         interval_s=interval_s,
@@ -54,9 +57,11 @@ def build_plan(scenario: Scenario) -> Plan:
         report_demand=reporting.report_demand,
         stale_after_s=cleanup.stale_after_rounds * interval_s,
         max_report_age_s=cleanup.max_report_age_rounds * interval_s,
+        max_clock_skew_s=cleanup.max_report_age_rounds * interval_s,  # the same allowance either way
         compress=reporting.compress,
         float32_rates=reporting.float32_rates,
         hmac_key=reporting.hmac_key,
+        public_keys=PublicKeys({name: signer.public_key() for name, signer in signers.items()}) if signers else None,
     )
     interest = scenario.channel.routing == "interest"
     channel = ChannelPlan(
@@ -67,7 +72,7 @@ def build_plan(scenario: Scenario) -> Plan:
     served = [_served_groups(broker, scenario.events, group_index) for broker in scenario.brokers]
     routes = _interest_routes(served, len(scenario.groups)) if interest else None
     brokers = tuple(
-        _broker_plan(scenario, index, spec, group_ids, routes)
+        _broker_plan(scenario, index, spec, group_ids, routes, signers.get(spec.name))
         for index, (spec, group_ids) in enumerate(zip(scenario.brokers, served, strict=True))
     )
     return Plan(
@@ -84,7 +89,7 @@ def build_plan(scenario: Scenario) -> Plan:
         channel=channel,
         session_timeout_s=cleanup.session_timeout_rounds * interval_s if cleanup.membership else None,
         brokers=brokers,
-        events=_events(scenario, dimensions, group_index, brokers),
+        events=_events(scenario, dimensions, group_index, brokers, signers),
         brokers_per_actor=scenario.brokers_per_actor,
         timer_jitter=scenario.realtime.jitter_pct / 100.0,
     )
@@ -160,6 +165,7 @@ def _broker_plan(
     spec: BrokerSpec,
     group_ids: np.ndarray,
     interest_routes: list[Routes] | None,
+    signer: Signer | None,
 ) -> BrokerPlan:
     group_names = tuple(scenario.groups[gid].name for gid in group_ids.tolist())
     if interest_routes is None:
@@ -181,6 +187,8 @@ def _broker_plan(
         subscriptions=subscriptions,
         workload=_workload(spec, len(group_ids)),
         clock_offset_s=offset_s,
+        signer=signer,
+        usage_factor=1.0 if spec.liar is None else spec.liar.usage_factor,
     )
 
 
@@ -199,7 +207,11 @@ def _workload(spec: BrokerSpec, n_groups: int) -> Workload:
 
 
 def _events(
-    scenario: Scenario, dimensions: tuple[str, ...], group_index: Mapping[str, int], brokers: Sequence[BrokerPlan]
+    scenario: Scenario,
+    dimensions: tuple[str, ...],
+    group_index: Mapping[str, int],
+    brokers: Sequence[BrokerPlan],
+    signers: Mapping[str, Signer],
 ) -> tuple[PlannedEvent, ...]:
     """Typed events in round order; a quota event carries the group's whole new row (it changes only the
     dimensions it names)."""
@@ -221,6 +233,15 @@ def _events(
             typed = ChannelEvent(at, _channel_fields(params, scenario.interval_s))
         elif event.kind == "clock_skew":
             typed = ClockSkewEvent(at, target, float(params["offset_s"]))
+        elif event.kind == "forge":
+            signed = params["signed"]
+            typed = ForgeEvent(
+                at,
+                target,
+                params["report"],
+                signer=signers.get(params["key_of"]) if signed else None,
+                hmac_key=scenario.reporting.hmac_key if signed else None,
+            )
         else:
             raise ValueError(f"unknown event kind {event.kind!r}")
         planned.append(PlannedEvent(typed, event.kind, target, _detail(params)))

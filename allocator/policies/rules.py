@@ -69,9 +69,11 @@ def pip82_steal(view: View, settings: Settings) -> np.ndarray:
     The group overshoots by at most the steals of one round, and the overshoot halves (with the default
     `steal_fraction`) round after round as the dominant brokers yield, so the usage sum converges to the quota.
     Pairing by rank is PIP-82's heuristic: idle brokers take partner slots, and a throttled median is never
-    helped, so with three or more brokers the split can stay short of max-min fair. Margin: the limits add up
-    to at most the quota plus one steal per pair, each at most the quota (`finish` caps every limit there), so
-    `quota * (1 + n // 2)`, whatever one broker reports (a liar's usage is what its partner steals towards).
+    helped, so with three or more brokers the split can stay short of max-min fair. Margin: computed from one
+    view, the limits add up to at most the quota plus one steal per pair, each at most the quota (`finish` caps
+    every limit there): `quota * (1 + n // 2)`, whatever one broker reports (a liar's usage is what its partner
+    steals towards). Across a cluster each broker ranks itself first among equal usages, so every broker tied
+    below a dominant one pairs itself with it: up to `n` quotas (adversaries scenario: 323 on a quota of 100).
     """
     share = pip82_proportional(view, settings)
     gap = _partner_usage(view) - view.usage  # > 0: the partner uses more; < 0: this broker dominates

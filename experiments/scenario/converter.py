@@ -18,6 +18,7 @@ from experiments.scenario.spec import (
     BurstSpec,
     ChannelSpec,
     CleanupSpec,
+    LiarSpec,
     RealtimeSpec,
     ReportingSpec,
     Scenario,
@@ -38,6 +39,7 @@ _PLAIN: dict[str, Callable[[Any, str, Any], Any]] = {
 MAX_BROKERS = 10_000
 MAX_MSG_BYTES = 2**30  # 1 GiB (Pulsar's default largest message is 5 MB)
 MAX_CLOCK_OFFSET_S = 3600.0
+MAX_LIE_FACTOR = 1e6  # a liar's usage_factor
 
 _LENGTH = checks.Range(1, cap=MAX_ROUNDS)  # a number of rounds
 _DELAY = checks.Range(0, cap=MAX_ROUNDS)
@@ -70,6 +72,7 @@ _RULES: dict[type, dict[str, Any]] = {
     },
     RealtimeSpec: {"jitter_pct": checks.Range(0, 100), "clock_offset_s": checks.Range(0, cap=MAX_CLOCK_OFFSET_S)},
     WorkloadSpec: {"msg_bytes": checks.Range(0, low_open=True, cap=MAX_MSG_BYTES)},
+    LiarSpec: {"usage_factor": checks.Range(0, low_open=True, cap=MAX_LIE_FACTOR)},
 }
 
 

@@ -167,13 +167,15 @@ def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
         groups = sections.groups(top["groups"], "groups")
         brokers = sections.brokers(top["brokers"], "brokers", replace(context, groups=sections.by_name(groups)))
         generated = None
-    context = replace(context, groups=sections.by_name(groups), brokers=sections.by_name(brokers))
+    broker_names = sections.by_name(brokers)
+    reporting = sections.reporting(top.get("reporting", {}), "reporting", base_dir, tuple(broker_names))
+    context = replace(context, groups=sections.by_name(groups), brokers=broker_names, signed=reporting.signed)
     return Scenario(
         **settings,
         groups=groups,
         brokers=brokers,
         policy=sections.policy(top.get("policy", {}), "policy"),
-        reporting=sections.reporting(top.get("reporting", {}), "reporting", base_dir),
+        reporting=reporting,
         cleanup=converter.plain_section(CleanupSpec, top.get("cleanup", {}), "cleanup"),
         channel=ChannelSpec(**sections.channel(top.get("channel", {}), "channel", context)),
         events=events.events(top.get("events", []), "events", context, brokers),

@@ -75,13 +75,13 @@ def compare(out_dir: Path, policies: tuple[str, ...] = POLICIES, progress: bool 
     for policy in policies:
         telemetry = {}
         for variant in VARIANTS:
-            data = _variant(raw, variant, policy, out_dir / "keys")
+            data = variant_data(raw, variant, policy, out_dir / "keys")
             scenario = parse_scenario(data, str(SCENARIO))
             run_dir = run_scenario(scenario, out_dir / "runs" / f"{policy}--{_slug(variant)}", progress=progress)
             telemetry[variant] = _telemetry(run_dir)
         telemetry["liar, cluster key"] = _telemetry(
             run_scenario(
-                parse_scenario(_variant(raw, "liar, cluster key", policy, out_dir / "keys"), str(SCENARIO)),
+                parse_scenario(variant_data(raw, "liar, cluster key", policy, out_dir / "keys"), str(SCENARIO)),
                 out_dir / "runs" / f"{policy}--liar-cluster-key",
                 progress=progress,
             )
@@ -97,7 +97,9 @@ def compare(out_dir: Path, policies: tuple[str, ...] = POLICIES, progress: bool 
     return table
 
 
-def _variant(raw: dict[str, Any], variant: str, policy: str, key_dir: Path) -> dict[str, Any]:
+def variant_data(raw: dict[str, Any], variant: str, policy: str, key_dir: Path) -> dict[str, Any]:
+    """The raw scenario of one run: `policy`, per-broker keys from `key_dir` (or its `cluster.key` when the
+    variant names the cluster key), without the liar for "honest", without the forgeries unless "forged"."""
     data = copy.deepcopy(raw)
     data["policy"] = {"name": policy}
     reporting = {k: v for k, v in data.get("reporting", {}).items() if not k.startswith(("key_dir", "hmac_key"))}

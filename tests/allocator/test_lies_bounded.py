@@ -26,8 +26,9 @@ def documented_overshoot(name: str, quota: np.ndarray, usage: np.ndarray) -> np.
     (`allocator.policies.rules`, `allocator.policies.pulsar`); every broker is present."""
     n_brokers = usage.shape[1]
     if name == "pulsar":  # proportional on whole numbers, at least 1 each; nobody using anything: the full quota each
-        used = np.floor(usage + 0.5).sum(axis=1) > 0
-        return np.where(used, n_brokers + 0.5 + 1e-6 * quota, (n_brokers - 1) * quota)
+        total = np.floor(usage + 0.5).sum(axis=1)
+        float32_rounding = 2.0**-23 * (quota + total)  # Java floats: a unit in the last place of the residual
+        return np.where(total > 0, n_brokers * (1 + float32_rounding) + 0.5, (n_brokers - 1) * quota)
     if name == "pip82-equal":  # each broker adds the whole residual: (n - 1) residuals over the quota
         return (n_brokers - 1) * np.maximum(quota - usage.sum(axis=1), 0.0)
     if name == "pip82-steal":  # the steals of one round: at most one per pair, each capped at the quota

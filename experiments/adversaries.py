@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +70,8 @@ def compare(out_dir: Path, policies: tuple[str, ...] = POLICIES, progress: bool 
     liar = next(broker["name"] for broker in raw["brokers"] if "liar" in broker)
     write_key_directory(out_dir / "keys", brokers)
     cluster_key = out_dir / "keys" / "cluster.key"
-    cluster_key.write_bytes(np.random.default_rng().bytes(32).hex().encode())
-    cluster_key.chmod(0o600)
+    cluster_key.touch(mode=0o600)
+    cluster_key.write_text(secrets.token_hex(32) + "\n")
     rows = []
     for policy in policies:
         telemetry = {}

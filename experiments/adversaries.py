@@ -1,12 +1,13 @@
 """`quotalab adversaries`: the adversaries scenario under several policies and key setups, compared.
 
 For each policy the scenario (`scenarios/adversaries.yaml`: a 10x liar from round 0, forged reports at rounds
-20, 30 and 40) runs four times, on the local backend, with keys made for the occasion in `DIR/keys`:
+20, 30 and 40) runs five times, on the local backend, with keys made for the occasion in `DIR/keys`:
 
 - `honest`: no liar, no forgery, per-broker keys (what the liar is measured against);
 - `liar`: the liar alone, per-broker keys (what the forgeries are measured against);
 - `liar+forged`: the liar and the forgeries, per-broker keys (the forger holds broker-3's key);
-- `liar+forged, cluster key`: the same with one HMAC key for the cluster (the forger holds it).
+- `liar+forged, cluster key`: the same with one HMAC key for the cluster (the forger holds it), measured
+  against a fifth run, the liar alone with the cluster key.
 
 Per run, over the rounds from `WARM_UP_ROUNDS` on: the liar's share of the traffic admitted (and its max-min fair
 share of the real demand), the peak overshoot of the limits and of the admitted traffic over the quota, the
@@ -45,7 +46,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "adversaries",
         help="run the adversaries scenario (a liar, forged reports) under several policies and compare them",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        description=(
+            "Runs scenarios/adversaries.yaml (a 10x liar, forged reports signed with a stolen key and unsigned) "
+            "under each policy with per-broker keys and with a cluster key, on the local backend, and writes "
+            "DIR/adversaries.md (the table), .json and .png: the liar's share, overshoot, starvation and the "
+            "largest limit change the forgeries made. The runs stay in DIR/runs for `quotalab report`."
+        ),
     )
     parser.add_argument("--out", type=Path, required=True, help="output directory (keys, runs, table, figure)")
     parser.add_argument(

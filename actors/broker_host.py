@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from actors.adversary import lie
 from actors.plan import BrokerPlan, HostPlan, Workload, component_rng
 from actors.producers import BrokerProducers
 from actors.quota_telemetry import GROUP_LIMIT, QuotaRound, QuotaTracker
@@ -70,6 +71,7 @@ class LogicalBroker:
             group_names=dict(zip(plan.group_ids.tolist(), plan.group_names, strict=True)),
             known_brokers=host.known_brokers,
             routes=plan.routes,
+            signer=plan.signer,
         )
         if host.pool_consensus:
             self.node.set_pool_size(None)  # a newcomer waits for the pool size to be agreed
@@ -112,7 +114,11 @@ class LogicalBroker:
         self.admitted_limit = self.node.limit.copy()  # the limits this round's traffic went through
         if self.producers is not None:
             self.producers.run(self.node.limit, self.monotonic_time(t_s), round_index, t_s, self.interval_s)
-        self.outbox = self.node.build_reports(self.traffic, self.local_time(t_s))
+        claimed = self.traffic
+        if self.plan.usage_factor != 1.0:  # a liar: its own entry and its reports say more than it admitted
+            claimed = lie(self.traffic, self.plan.usage_factor)
+            self.node.claim(claimed)
+        self.outbox = self.node.build_reports(claimed, self.local_time(t_s))
         return Published(self.plan.name, self.outbox.payloads, self.outbox.suppressed)
 
     def allocate_phase(
@@ -122,16 +128,18 @@ class LogicalBroker:
         round_index: int,
         t_s: float,
         pool_size: tuple[int | None, bool] | None = None,
+        issued: dict[str, int] | None = None,
     ) -> tuple[dict[str, np.ndarray], int]:
         """Receive, clean up and allocate; the telemetry rows and how many reports were rejected.
 
         `pool_size`: this round's answer of the pool-size consensus (`actors.consensus.PoolConsensus.sync`),
-        the size to split by and whether the store answered; None in a run without one."""
+        the size to split by and whether the store answered; None in a run without one. `issued`: the
+        incarnations the membership registry issued (a report of another incarnation is rejected)."""
         started = time.perf_counter()
         if pool_size is not None:
             self.apply_pool_size(*pool_size)
         now_s = self.local_time(t_s)
-        inbox = self.node.receive(payloads, now_s)
+        inbox = self.node.receive(payloads, now_s, issued)
         self.node.cleanup(now_s, [entry for entry in dead if entry[0] != self.plan.name])
         self.node.allocate()
         self.allocate_phase_s = time.perf_counter() - started
@@ -295,6 +303,7 @@ class BrokerHost:
         round_index: int,
         t_s: float,
         pool_sizes: dict[str, tuple[int | None, bool]] | None = None,
+        issued: dict[str, int] | None = None,
     ) -> Allocated:
         """Receive, clean up and allocate for every hosted broker (`pool_sizes`: the consensus's answers)."""
         columns: list[dict[str, np.ndarray]] = []
@@ -303,7 +312,7 @@ class BrokerHost:
         for name in sorted(self.brokers):
             pool_size = None if pool_sizes is None else pool_sizes.get(name)
             rows, rejected[name] = self.brokers[name].allocate_phase(
-                inboxes.get(name, []), dead, round_index, t_s, pool_size
+                inboxes.get(name, []), dead, round_index, t_s, pool_size, issued
             )
             columns.append(rows)
             tables += self.brokers[name].side_tables(round_index, t_s)

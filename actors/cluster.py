@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from actors.adversary import forged_payloads
 from actors.backends import Backend
-from actors.broker_host import BrokerHost, BrokerState, Published
+from actors.broker_host import CLOCK_BASE_S, BrokerHost, BrokerState, Published
 from actors.channel import Channel
 from actors.consensus import PoolConsensus
 from actors.membership import Ended, Membership
@@ -20,6 +21,7 @@ from actors.plan import (
     ChannelEvent,
     ClockSkewEvent,
     DemandEvent,
+    ForgeEvent,
     HostPlan,
     Plan,
     PlannedEvent,
@@ -116,6 +118,9 @@ class Cluster:
                 self.registry_reachable = reachable
                 calls = [self.backend.call(h, "set_registry_reachable", reachable) for h in self.all_hosts()]
                 self.backend.gather(calls)
+            case ForgeEvent(broker=victim):
+                payloads = forged_payloads(event.event, self.broker_plans[victim], self.plan.node, CLOCK_BASE_S + t_s)
+                return [Published(victim, payloads, 0)]
             case other:
                 raise ValueError(f"unknown event {other!r}")
         return []
@@ -199,6 +204,13 @@ class Cluster:
             return None
         (pool_sizes,) = self.backend.gather(calls)
         return pool_sizes
+
+    def issued(self) -> dict[str, int] | None:
+        """Broker -> the highest incarnation the registry issued it (None without a registry)."""
+        if self.membership is None:
+            return None
+        (issued,) = self.backend.gather([self.backend.call(self.membership, "issued")])
+        return issued
 
     def collect_dead(self, calls: list[object]) -> list[Ended]:
         """The sessions ended, as announced by the expiry submitted with `send_heartbeats`."""

@@ -38,6 +38,7 @@ def run_lockstep(
         (exchange,) = backend.gather([backend.call(cluster.channel, "exchange", items, t_s)])
         dead = cluster.collect_dead(heartbeats)
         pool_sizes = cluster.collect_pool_sizes(syncs)
+        issued = cluster.issued()
         results = backend.gather(
             [
                 backend.call(
@@ -48,6 +49,7 @@ def run_lockstep(
                     round_index,
                     t_s,
                     _own(pool_sizes, slot.brokers),
+                    issued,
                 )
                 for slot in cluster.live_slots()
             ]

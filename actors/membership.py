@@ -110,6 +110,11 @@ class Membership:
         self.heartbeat(broker, incarnation, now_s)
         return self.announcements(since)
 
+    def issued(self) -> dict[str, int]:
+        """Broker -> the highest incarnation it registered: a report of a higher one (or of a broker never
+        registered) was not issued by the registry, and receivers drop it."""
+        return {broker: session.incarnation for broker, session in self._sessions.items()}
+
     def alive(self) -> list[str]:
         """Brokers with a live session, sorted."""
         return sorted(broker for broker, session in self._sessions.items() if session.alive)

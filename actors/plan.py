@@ -23,6 +23,7 @@ from actors.workload import Profile, rate_at
 from allocator.broker_node import NodeSettings
 from allocator.producers import ProducerSet, ThrottleSettings
 from allocator.routing import Routes
+from allocator.signing import Signer
 
 
 def stable_hash(name: str) -> int:
@@ -124,6 +125,8 @@ class BrokerPlan:
     workload: Workload
     clock_offset_s: float = 0.0
     producers: ProducerPlan | None = None  # None: no producer model, only rates per group
+    signer: Signer | None = None  # its own key, with per-broker keys (`NodeSettings.public_keys`)
+    usage_factor: float = 1.0  # a liar reports this many times its usage and demand (1: honest)
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,19 @@ class RegistryEvent:
     reachable: bool
 
 
-Event = BrokerEvent | DemandEvent | QuotaEvent | ChannelEvent | ClockSkewEvent | RegistryEvent
+@dataclass(frozen=True)
+class ForgeEvent:
+    """A report in `broker`'s name, sent by someone else: `report` is "zero" or "inflate"; signed with a stolen
+    per-broker key (`signer`), the stolen cluster key (`hmac_key`), or neither."""
+
+    at: int
+    broker: str
+    report: str
+    signer: Signer | None = None
+    hmac_key: bytes | None = field(default=None, repr=False)
+
+
+Event = BrokerEvent | DemandEvent | QuotaEvent | ChannelEvent | ClockSkewEvent | RegistryEvent | ForgeEvent
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ driver runs every broker's first phase before any second phase, a realtime broke
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -21,6 +21,7 @@ from allocator.loss_meter import LossMeter, copies_needed
 from allocator.ramped_pool import GroupRamp, RampedPools
 from allocator.reporting import ReportSuppressor, Selection
 from allocator.routing import Routes
+from allocator.signing import PublicKeys, Signer
 from allocator.usage_table import OWN, CleanupRules, Merge, UsageTable
 from allocator.waterfill import max_min_fair
 
@@ -50,16 +51,19 @@ class NodeSettings:
     report_demand: bool = False
     stale_after_s: float = 10.0  # an entry of another broker not refreshed for this long expires
     max_report_age_s: float = 2.0  # a report published longer ago than this is dropped
+    max_clock_skew_s: float = 2.0  # ... and one published further ahead of this broker's clock than this
     compress: bool = False
     float32_rates: bool = False  # rates on the wire as float32: 4 bytes instead of 8, relative error under 6e-8
     hmac_key: bytes | None = None
     ramps: tuple[GroupRamp, ...] = ()  # ramped quotas (allocator.ramped_pool); a group's quota is their max
     fallback: FallbackSettings = FallbackSettings()  # what a broker does when reports stop (allocator.fallback)
+    hmac_key: bytes | None = None  # the cluster key: any holder signs as any broker
+    public_keys: PublicKeys | None = None  # per-broker keys: each broker signs with its own (`BrokerNode.signer`)
 
     def __post_init__(self) -> None:
         if not isinstance(self.policy, policies.BoundPolicy):
             raise TypeError(f"policy must be allocator.policies.bind(name, params), not {type(self.policy).__name__}")
-        check_key(self.hmac_key)  # TypeError now, rather than every report counted as bad later
+        check_key(self.hmac_key, public_keys=self.public_keys)  # TypeError now, not every report counted as bad
 
 
 @dataclass(frozen=True)
@@ -84,15 +88,16 @@ class Inbox:
     """What became of the reports a broker received, counted by outcome."""
 
     accepted: int = 0
-    rejected: int = 0  # failed to decode or validate
-    discarded: int = 0  # valid, but too old, from an old incarnation, a duplicate, or this broker's own
+    rejected: int = 0  # failed to decode or validate, or from an incarnation the registry did not issue
+    discarded: int = 0  # valid, but too old or new, from an old incarnation, a duplicate, a sequence jump, or own
 
 
 class BrokerNode:
     """The state one broker keeps for the groups it may serve (`group_ids`, with `quota[G, D]`).
 
     A quota is a rate >= 0 or `np.inf` (unlimited, whose limit is then +inf too). `routes` says on which topics
-    each group's entry is published (None: every group on topic 0).
+    each group's entry is published (None: every group on topic 0). With per-broker keys
+    (`settings.public_keys`), `signer` is this broker's own private key.
     """
 
     def __init__(
@@ -106,8 +111,13 @@ class BrokerNode:
         incarnation: int = 0,
         group_names: dict[int, str] | None = None,
         known_brokers: Iterable[str] | None = None,
+        signer: Signer | None = None,
     ):
+        if (signer is None) != (settings.public_keys is None):
+            raise TypeError("a broker signs with its own key (signer) exactly when the cluster has per-broker keys")
+        check_key(None, signer)
         self.name = name
+        self.signer = signer
         self.settings = settings
         self.incarnation = incarnation
         self.group_ids = np.asarray(group_ids, dtype=np.int64)
@@ -122,6 +132,8 @@ class BrokerNode:
         rules = CleanupRules(
             stale_after_s=settings.stale_after_s * self.mechanisms.stale_after_multiple,
             max_report_age_s=settings.max_report_age_s,
+            max_clock_skew_s=settings.max_clock_skew_s,
+            interval_s=settings.interval_s,
         )
         self.table = UsageTable(name, self.group_ids, len(settings.dimensions), rules)
         self._reports_demand = settings.report_demand or self.mechanisms.report_throttled_demand
@@ -191,10 +203,14 @@ class BrokerNode:
             usage=admitted_msgs[:, None] * cost / dt,
             throttled_s=np.clip(throttled_fraction, 0.0, 1.0) * dt,
         )
-        # With the demand estimated from throttled time, this broker's own entry holds what its peers hear.
+        self.claim(traffic)
+        return traffic
+
+    def claim(self, traffic: Traffic) -> None:
+        """This broker's own entry from `traffic` (`admit` claims what it admitted; a liar claims more): with the
+        demand estimated from throttled time, its own entry holds what its peers hear."""
         own_demand = self.throttled_demand(traffic) if self.mechanisms.report_throttled_demand else traffic.demand
         self.table.set_own(traffic.usage, own_demand, self.serving)
-        return traffic
 
     def build_reports(self, traffic: Traffic, now_s: float) -> Outbox:
         """Encode this round's reports (one per topic), leaving out what the threshold suppresses.
@@ -235,12 +251,24 @@ class BrokerNode:
 
     # -- phase 2: receive, clean up, allocate ----------------------------------------------------
 
-    def receive(self, payloads: Iterable[bytes], now_s: float) -> Inbox:
+    def receive(self, payloads: Iterable[bytes], now_s: float, issued: Mapping[str, int] | None = None) -> Inbox:
         """Decode and merge reports, all at once; a bad one (or one in other dimensions) is counted and dropped,
-        never raised."""
+        never raised. With `issued` (broker -> the highest incarnation the membership registry issued it), a
+        report of a broker or an incarnation the registry did not issue is rejected too."""
         batch, rejected = decode_batch(
-            payloads, self.settings.dimensions, key=self.settings.hmac_key, known_brokers=self.known_brokers
+            payloads,
+            self.settings.dimensions,
+            key=self.settings.hmac_key,
+            public_keys=self.settings.public_keys,
+            known_brokers=self.known_brokers,
         )
+        n_rejected = len(rejected)
+        if issued is not None and len(batch):
+            credible = np.array(
+                [inc <= issued.get(b, -1) for b, inc in zip(batch.brokers, batch.incarnation, strict=True)], dtype=bool
+            )
+            n_rejected += int((~credible).sum())
+            batch = batch.select(credible)
         self.loss_meter.observe(batch.brokers, batch.incarnation, batch.seq)
         view_before = self.table.view_brokers()
         heard_before = self.table.last_heard_s() if self._fallback_on else None
@@ -250,7 +278,7 @@ class BrokerNode:
         grew = self.table.view_brokers() > view_before
         self._newcomer_heard |= grew
         self._view_grew |= grew
-        return Inbox(accepted=accepted, rejected=len(rejected), discarded=len(batch) - accepted)
+        return Inbox(accepted=accepted, rejected=n_rejected, discarded=len(batch) - accepted)
 
     def cleanup(self, now_s: float, dead: Iterable[tuple[str, int]] = ()) -> int:
         """Expire silent entries and drop brokers the membership registry declared dead."""
@@ -469,6 +497,7 @@ class BrokerNode:
             pair_rows,
             bounds,
             key=self.settings.hmac_key,
+            signer=self.signer,
             compress=self.settings.compress,
             float32=self.settings.float32_rates,
         )

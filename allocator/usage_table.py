@@ -31,18 +31,32 @@ class Merge(Enum):
 
     ACCEPTED = "accepted"
     TOO_OLD = "too_old"  # published more than max_report_age_s ago (by the publisher's clock)
+    TOO_NEW = "too_new"  # published more than max_clock_skew_s ahead of this broker's clock
+    SEQ_JUMP = "seq_jump"  # a sequence number further ahead than the sender can have counted since
     OLD_INCARNATION = "old_incarnation"  # from an incarnation older than one already seen
     DUPLICATE = "duplicate"  # none of its entries was newer: a duplicate or a stale reordering
     OWN = "own"  # this broker's own report, come back through the channel
 
 
-_OUTCOMES = (Merge.TOO_OLD, Merge.OWN, Merge.OLD_INCARNATION, Merge.ACCEPTED, Merge.DUPLICATE)  # by code
+_OUTCOMES = (Merge.TOO_OLD, Merge.OWN, Merge.OLD_INCARNATION, Merge.ACCEPTED, Merge.DUPLICATE, Merge.TOO_NEW,
+             Merge.SEQ_JUMP)  # by code  # fmt: skip
+SEQ_SLACK = 8  # sequence numbers a report may be ahead of the last accepted one, beyond one per interval since
 
 
 @dataclass(frozen=True)
 class CleanupRules:
+    """When an entry or a report is no longer believed.
+
+    A report's `sent_at_ms` must be within `max_report_age_s` before and `max_clock_skew_s` after the receiver's
+    clock. A broker numbers its reports at most once an interval, so a report of a broker already heard (same
+    incarnation) may be at most `SEQ_SLACK` plus one per `interval_s` elapsed ahead of the last one accepted: a
+    forged report cannot jump to the end of the range and silence the real one for good.
+    """
+
     stale_after_s: float  # an entry not refreshed for this long expires
     max_report_age_s: float  # a report published longer ago than this is dropped
+    max_clock_skew_s: float = np.inf  # a report published further ahead than this is dropped
+    interval_s: float | None = None  # the senders' reporting interval; None: sequence numbers are not bounded
 
 
 class UsageTable:
@@ -58,6 +72,8 @@ class UsageTable:
         self.brokers: list[str] = []
         self._index: dict[str, int] = {}
         self._incarnation = np.zeros(0, dtype=np.int64)  # [brokers heard of]
+        self._last_seq = np.zeros(0, dtype=np.int64)  # [brokers heard of] the last accepted, -1: none this incarnation
+        self._last_seq_s = np.zeros(0)  # [brokers heard of] when it was accepted
         n_groups = len(self.group_ids)
         self.n_slots = 1  # slots in use in some row: every [G, K] array holds at least this many
         self.slot_broker = np.full((n_groups, 1), FREE, dtype=np.int32)
@@ -125,16 +141,19 @@ class UsageTable:
         accepted only if one of its entries is kept: a report whose every entry a newer one of the same batch
         replaces, or that comes from an incarnation older than another report of the batch, is discarded.
         """
-        too_old = np.array(batch.sent_at_ms, dtype=np.float64) / 1000.0 < now_s - self.rules.max_report_age_s
+        sent_s = np.array(batch.sent_at_ms, dtype=np.float64) / 1000.0
+        too_old = sent_s < now_s - self.rules.max_report_age_s
+        too_new = sent_s > now_s + self.rules.max_clock_skew_s
+        untimely = too_old | too_new
         senders = np.array(
             [
-                OWN if old else self._broker_index(broker)
-                for broker, old in zip(batch.brokers, too_old.tolist(), strict=True)
+                OWN if dropped else self._broker_index(broker)
+                for broker, dropped in zip(batch.brokers, untimely.tolist(), strict=True)
             ],
             dtype=np.int64,
         )
-        own = ~too_old & (senders == OWN)
-        from_others = ~too_old & ~own
+        own = ~untimely & (senders == OWN)
+        from_others = ~untimely & ~own
         incarnation = np.array(batch.incarnation, dtype=np.int64)
         newest_incarnation = self._incarnation.copy()
         np.maximum.at(newest_incarnation, senders[from_others], incarnation[from_others])
@@ -142,9 +161,14 @@ class UsageTable:
             self._clear_broker(restarted)  # what its old incarnation said is void
         self._incarnation = newest_incarnation
         old_incarnation = from_others & (incarnation < newest_incarnation[senders])
-        live = from_others & ~old_incarnation
+        seq = np.array(batch.seq, dtype=np.int64)
+        seq_jump = from_others & ~old_incarnation & self._seq_jumps(senders, seq, now_s)
+        live = from_others & ~old_incarnation & ~seq_jump
         kept = self._merge_entries(batch, live, senders, now_s)
+        np.maximum.at(self._last_seq, senders[kept], seq[kept])
+        self._last_seq_s[senders[kept]] = now_s
         outcomes = np.where(too_old, 0, np.where(own, 1, np.where(old_incarnation, 2, np.where(kept, 3, 4))))
+        outcomes = np.where(too_new, 5, np.where(seq_jump, 6, outcomes))
         return [_OUTCOMES[outcome] for outcome in outcomes.tolist()]
 
     def expire(self, now_s: float) -> int:
@@ -208,6 +232,15 @@ class UsageTable:
         return np.where(heard, now_s - oldest_refresh_s, np.nan), now_s - mean_refresh_s
 
     # -- internals -------------------------------------------------------------------------------
+
+    def _seq_jumps(self, senders: np.ndarray, seq: np.ndarray, now_s: float) -> np.ndarray:
+        """bool[R] the reports whose sequence number is further ahead of their sender's last accepted one than
+        `SEQ_SLACK` plus one per interval since (a sender not heard in this incarnation sets the baseline)."""
+        if self.rules.interval_s is None:
+            return np.zeros(len(seq), dtype=bool)
+        last, last_s = self._last_seq[senders], self._last_seq_s[senders]
+        allowed = last + SEQ_SLACK + np.ceil(np.maximum(now_s - last_s, 0.0) / self.rules.interval_s)
+        return (last >= 0) & (seq > allowed)
 
     def _merge_entries(self, batch: ReportBatch, live: np.ndarray, senders: np.ndarray, now_s: float) -> np.ndarray:
         """Write the entries of the `live` reports of `batch` that are newer than the table and than every other
@@ -295,6 +328,7 @@ class UsageTable:
     def _clear_broker(self, index: int) -> None:
         """Void every entry of broker `index` and free its slots."""
         slots = self.slot_broker == index
+        self._last_seq[index] = -1  # a new incarnation numbers its reports from the start
         self.present[slots] = False
         self.demand_known[slots] = False
         self._seq[slots] = -1
@@ -306,6 +340,8 @@ class UsageTable:
             index = self._index[broker] = len(self.brokers)
             self.brokers.append(broker)
             self._incarnation = np.append(self._incarnation, 0)
+            self._last_seq = np.append(self._last_seq, -1)
+            self._last_seq_s = np.append(self._last_seq_s, 0.0)
         return index
 
 

@@ -39,11 +39,10 @@ def water_level(capacity: np.ndarray, wants: np.ndarray) -> np.ndarray:
     """
     n_brokers, n_groups = wants.shape
     ascending = _ascending(wants)
-    handed_below = scratch("water_level.candidate", wants.shape)  # the running sum of the wants, minus the own one
-    np.copyto(handed_below, ascending)
+    handed_below = scratch("water_level.candidate", wants.shape)  # the running sum of the wants below (never a
+    handed_below[0] = 0.0  # huge want taken back out: that would lose the small ones' precision)
     for i in range(1, n_brokers):
-        handed_below[i] += handed_below[i - 1]
-    handed_below -= ascending
+        np.add(handed_below[i - 1], ascending[i - 1], out=handed_below[i])
     candidate_level = np.subtract(capacity, handed_below, out=handed_below)
     saturated = scratch("water_level.saturated", wants.shape, bool)
     with np.errstate(invalid="ignore"):  # inf - inf where the capacity is unlimited

@@ -10,6 +10,8 @@ Sizes: bytes per group entry (whole report / groups, the fixed header included) 
 with and without demand and the dictionary, uncompressed, zlib-compressed, and uncompressed with float32 rates.
 Speed: encode and decode of one 5,000-group report, best of `repeats` runs, as reports/s and group entries/s, for a
 few configurations.
+Signing: the signature alone of that report (4 dimensions with demand), made and checked, with the broker's own
+Ed25519 key (`allocator.signing`) against the cluster's HMAC-SHA256 key, in the same run (target: < 1 ms each).
 
 Run from the repository root: `python benchmarks/bench_codec.py` (prints tables, writes
 `benchmarks/results/codec.json`).
@@ -17,19 +19,25 @@ Run from the repository root: `python benchmarks/bench_codec.py` (prints tables,
 
 from __future__ import annotations
 
+import hmac
+import os
 import time
 from collections.abc import Callable
 
 import numpy as np
 from common import command_line, environment, results_path, save_results
 
+from allocator import codec
 from allocator.codec import DIMENSIONS, UsageReport, decode_report, encode_report
+from allocator.signing import PublicKeys, Signer
 
 RESULTS = results_path("codec")
 GROUPS = 5_000
 CATALOGUE = 100_000
 NAME_BYTES = 80
 KEY = b"benchmark-cluster-key"
+SIGNER = Signer(os.urandom(32))
+PUBLIC_KEYS = PublicKeys({"broker-042": SIGNER.public_key()})
 PIP82_BROKERS = 100
 
 
@@ -98,6 +106,7 @@ SPEED_CASES: dict[str, dict] = {
     "4 dims": {"n_dimensions": 4},
     "4 dims + demand": {"n_dimensions": 4, "demand": True},
     "4 dims + demand, signed": {"n_dimensions": 4, "demand": True, "key": KEY},
+    "4 dims + demand, Ed25519": {"n_dimensions": 4, "demand": True, "signer": SIGNER},
     "4 dims + demand, float32": {"n_dimensions": 4, "demand": True, "float32": True},
     "4 dims + demand, zlib (1 s rates)": {"n_dimensions": 4, "demand": True, "compress": True},
     "4 dims + demand, zlib (60 s rates)": {"n_dimensions": 4, "demand": True, "compress": True, "interval_s": 60},
@@ -110,6 +119,8 @@ def speeds(groups: int = GROUPS, repeats: int = 5) -> list[dict]:
     rows = []
     for name, case in SPEED_CASES.items():
         key, compress, float32 = case.get("key"), case.get("compress", False), case.get("float32", False)
+        signer = case.get("signer")
+        public_keys = PUBLIC_KEYS if signer is not None else None
         report = make_report(
             groups,
             case["n_dimensions"],
@@ -117,13 +128,14 @@ def speeds(groups: int = GROUPS, repeats: int = 5) -> list[dict]:
             demand=case.get("demand", False),
             dictionary=case.get("dictionary", False),
         )
-        data = encode_report(report, key=key, compress=compress, float32=float32)
-        if decode_report(data, key=key) != report:  # 1 s rates are whole numbers, which float32 holds exactly
+        options = {"key": key, "signer": signer, "compress": compress, "float32": float32}
+        data = encode_report(report, **options)
+        if decode_report(data, key=key, public_keys=public_keys) != report:  # 1 s rates are whole: float32 holds them
             raise RuntimeError(f"{name}: the report did not survive the round trip")
-        encode_s = _best_seconds(
-            lambda r=report, k=key, c=compress, f=float32: encode_report(r, key=k, compress=c, float32=f), repeats
+        encode_s = _best_seconds(lambda r=report, o=options: encode_report(r, **o), repeats)
+        decode_s = _best_seconds(
+            lambda d=data, k=key, p=public_keys: decode_report(d, key=k, public_keys=p), repeats
         )
-        decode_s = _best_seconds(lambda d=data, k=key: decode_report(d, key=k), repeats)
         rows.append(
             {
                 "case": name,
@@ -140,6 +152,37 @@ def speeds(groups: int = GROUPS, repeats: int = 5) -> list[dict]:
     return rows
 
 
+def signing(groups: int = GROUPS, repeats: int = 5) -> list[dict]:
+    """Make and check the signature of one report (1 dimension; 4 with demand): Ed25519 with the broker's own key
+    against HMAC-SHA256 with the cluster key, over the same body bytes, in the same run."""
+    rows = []
+    flags = 0
+    for n_dimensions, demand in ((1, False), (4, True)):
+        report = make_report(groups, n_dimensions, 1, demand=demand, dictionary=False)
+        body = codec.msgpack.unpackb(encode_report(report))[2]  # the body bytes a signature covers
+        signature = SIGNER.sign(codec._signed_message(codec.FORMAT_VERSION, flags, body))
+        mac = codec._signature(KEY, codec.FORMAT_VERSION, flags, body)
+        timings = {
+            "hmac_sign_us": lambda b=body: codec._signature(KEY, codec.FORMAT_VERSION, flags, b),
+            "hmac_verify_us": lambda b=body, m=mac: hmac.compare_digest(
+                m, codec._signature(KEY, codec.FORMAT_VERSION, flags, b)
+            ),
+            "ed25519_sign_us": lambda b=body: SIGNER.sign(codec._signed_message(codec.FORMAT_VERSION, flags, b)),
+            "ed25519_verify_us": lambda b=body, s=signature: PUBLIC_KEYS.verify(
+                "broker-042", s, codec._signed_message(codec.FORMAT_VERSION, flags, b)
+            ),
+        }
+        if not timings["ed25519_verify_us"]():
+            raise RuntimeError("the Ed25519 signature does not verify")
+        row: dict = {"groups": groups, "dimensions": n_dimensions, "demand": demand, "body_bytes": len(body)}
+        for name, call in timings.items():
+            row[name] = _best_seconds(call, repeats) * 1e6
+        row["sign_ratio"] = row["ed25519_sign_us"] / row["hmac_sign_us"]
+        row["verify_ratio"] = row["ed25519_verify_us"] / row["hmac_verify_us"]
+        rows.append(row)
+    return rows
+
+
 def run(groups: int = GROUPS, repeats: int = 5) -> dict:
     """Sizes and speeds; `pip82_round` scales the 2-dimension report to PIP-82's 100 brokers all hearing all."""
     size_rows = sizes(groups)
@@ -150,6 +193,7 @@ def run(groups: int = GROUPS, repeats: int = 5) -> dict:
         "catalogue": CATALOGUE,
         "sizes": size_rows,
         "speeds": speeds(groups, repeats),
+        "signing": signing(groups, repeats),
         "pip82_round": {
             "brokers": PIP82_BROKERS,
             "report_bytes": report_bytes,
@@ -157,7 +201,7 @@ def run(groups: int = GROUPS, repeats: int = 5) -> dict:
             "delivered_bytes": report_bytes * PIP82_BROKERS * (PIP82_BROKERS - 1),
         },
         "repeats": repeats,
-        **environment("numpy", "msgpack"),
+        **environment("numpy", "msgpack", "cryptography"),
     }
 
 
@@ -182,6 +226,14 @@ def _table(result: dict) -> str:
             f"{row['case']:<38} {row['bytes']:>9,} {row['encode_us']:>10.0f} {row['decode_us']:>10.0f}"
             f" {row['encode_reports_per_s']:>14,.0f} {row['decode_reports_per_s']:>14,.0f}"
             f" {row['encode_groups_per_s']:>13.3g} {row['decode_groups_per_s']:>13.3g}"
+        )
+    lines.append("")
+    for sign in result["signing"]:
+        lines.append(
+            f"signature, {sign['groups']:,} groups x {sign['dimensions']} dims ({sign['body_bytes'] / 1e3:.0f} kB):"
+            f" Ed25519 sign {sign['ed25519_sign_us']:.0f} us, verify {sign['ed25519_verify_us']:.0f} us;"
+            f" HMAC-SHA256 sign {sign['hmac_sign_us']:.0f} us, verify {sign['hmac_verify_us']:.0f} us"
+            f" (Ed25519 / HMAC: {sign['sign_ratio']:.1f}x sign, {sign['verify_ratio']:.1f}x verify)"
         )
     pip82 = result["pip82_round"]
     lines.append("")

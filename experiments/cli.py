@@ -12,7 +12,14 @@ import sys
 
 from experiments.errors import UserError
 
-SUBCOMMANDS = ("experiments.run", "experiments.report.command", "experiments.sweep.command", "experiments.demo")
+SUBCOMMANDS = (
+    "experiments.run",
+    "experiments.report.command",
+    "experiments.sweep.command",
+    "experiments.demo",
+    "experiments.keys",
+    "experiments.adversaries",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,6 +23,7 @@ from actors.plan import (
     ClockSkewEvent,
     ConsensusPlan,
     DemandEvent,
+    ForgeEvent,
     Plan,
     PlannedEvent,
     ProducerPlan,
@@ -39,6 +40,7 @@ from allocator.fallback import FallbackSettings
 from allocator.producers import ProducerSet, ThrottleSettings
 from allocator.ramped_pool import GroupRamp
 from allocator.routing import TOPIC_DTYPE, Routes
+from allocator.signing import PublicKeys, Signer
 from experiments.scenario.spec import BrokerSpec, EventSpec, ProducerSpec, Scenario
 
 DEFAULT_MSG_BYTES = 1000.0  # a group a `demand` event adds to a broker
@@ -53,6 +55,7 @@ def build_plan(scenario: Scenario) -> Plan:
     reporting, cleanup = scenario.reporting, scenario.cleanup
     policy = policies.bind(scenario.policy.name, scenario.policy.params)
     session_timeout_s = cleanup.session_timeout_rounds * interval_s if cleanup.membership else None
+    signers = {name: Signer(key) for name, key in (reporting.broker_keys or {}).items()}
     node = NodeSettings(
         dimensions=dimensions,
         interval_s=interval_s,
@@ -62,11 +65,13 @@ def build_plan(scenario: Scenario) -> Plan:
         report_demand=reporting.report_demand,
         stale_after_s=cleanup.stale_after_rounds * interval_s,
         max_report_age_s=cleanup.max_report_age_rounds * interval_s,
+        max_clock_skew_s=cleanup.max_report_age_rounds * interval_s,  # the same allowance either way
         compress=reporting.compress,
         float32_rates=reporting.float32_rates,
         hmac_key=reporting.hmac_key,
         ramps=_ramps(scenario, dimensions),
         fallback=FallbackSettings(**asdict(scenario.fallback)),
+        public_keys=PublicKeys({name: signer.public_key() for name, signer in signers.items()}) if signers else None,
     )
     interest = scenario.channel.routing == "interest"
     channel = ChannelPlan(
@@ -80,7 +85,7 @@ def build_plan(scenario: Scenario) -> Plan:
     ]
     routes = _interest_routes(served, len(scenario.groups)) if interest else None
     brokers = tuple(
-        _broker_plan(scenario, index, spec, group_ids, routes)
+        _broker_plan(scenario, index, spec, group_ids, routes, signers.get(spec.name))
         for index, (spec, group_ids) in enumerate(zip(scenario.brokers, served, strict=True))
     )
     return Plan(
@@ -97,7 +102,7 @@ def build_plan(scenario: Scenario) -> Plan:
         channel=channel,
         session_timeout_s=session_timeout_s,
         brokers=brokers,
-        events=_events(scenario, dimensions, group_index, brokers),
+        events=_events(scenario, dimensions, group_index, brokers, signers),
         brokers_per_actor=scenario.brokers_per_actor,
         timer_jitter=scenario.realtime.jitter_pct / 100.0,
         consensus=_consensus(scenario, policy, session_timeout_s),
@@ -205,6 +210,7 @@ def _broker_plan(
     spec: BrokerSpec,
     group_ids: np.ndarray,
     interest_routes: list[Routes] | None,
+    signer: Signer | None,
 ) -> BrokerPlan:
     group_names = tuple(scenario.groups[gid].name for gid in group_ids.tolist())
     if interest_routes is None:
@@ -227,6 +233,8 @@ def _broker_plan(
         workload=_workload(spec, len(group_ids)),
         clock_offset_s=offset_s,
         producers=_producer_plan(scenario, spec, group_ids),
+        signer=signer,
+        usage_factor=1.0 if spec.liar is None else spec.liar.usage_factor,
     )
 
 
@@ -291,7 +299,11 @@ def _producer_plan(scenario: Scenario, broker: BrokerSpec, group_ids: np.ndarray
 
 
 def _events(
-    scenario: Scenario, dimensions: tuple[str, ...], group_index: Mapping[str, int], brokers: Sequence[BrokerPlan]
+    scenario: Scenario,
+    dimensions: tuple[str, ...],
+    group_index: Mapping[str, int],
+    brokers: Sequence[BrokerPlan],
+    signers: Mapping[str, Signer],
 ) -> tuple[PlannedEvent, ...]:
     """Typed events in round order; a quota event carries the group's whole new row (it changes only the
     dimensions it names)."""
@@ -318,6 +330,15 @@ def _events(
             if at + params["rounds"] < scenario.rounds:  # the registry answers again (a planned event of its own)
                 restored = RegistryEvent(at + params["rounds"], reachable=True)
                 planned.append(PlannedEvent(restored, "registry_restored", target, _detail(params)))
+        elif event.kind == "forge":
+            signed = params["signed"]
+            typed = ForgeEvent(
+                at,
+                target,
+                params["report"],
+                signer=signers.get(params["key_of"]) if signed else None,
+                hmac_key=scenario.reporting.hmac_key if signed else None,
+            )
         else:
             raise ValueError(f"unknown event kind {event.kind!r}")
         planned.append(PlannedEvent(typed, event.kind, target, _detail(params)))

@@ -37,6 +37,9 @@ def pulsar(view: View, settings: Settings) -> np.ndarray:
     the whole quota when nobody uses anything. Pulsar works on whole numbers, so the quota and the usages are
     rounded half up first (`my` own usage, `total` over the present brokers). An idle broker gets 1, which
     it needs usage to grow out of; silent brokers never expire here (that is the usage table's business).
+    Margin: the limits add up to the rounded quota plus the floor of 1 per broker (`quota + n + 0.5`) and the
+    float32 rounding of the residual (a unit in its last place per broker: ~7 when a liar claims 5.7e7), or n
+    times the quota when nobody uses anything.
     """
     conf = np.floor(view.quota + 0.5)
     my = np.floor(view.usage + 0.5)

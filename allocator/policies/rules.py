@@ -23,7 +23,8 @@ def pip82_equal(view: View, settings: Settings) -> np.ndarray:
 
     "Fair" is equal access to what is left: each broker's limit is its usage plus the whole residual
     `quota - total usage` (10/50/30 under 100 -> 20/60/40; the group overshoots briefly and converges).
-    Over quota every broker cuts in proportion, `usage * quota / total`.
+    Over quota every broker cuts in proportion, `usage * quota / total`. Margin: the limits add up to at most
+    `quota + (n - 1) * residual` (n brokers present), whatever one of them reports.
     """
     under_quota = view.residual >= 0
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):  # only used over quota: total > quota
@@ -69,7 +70,11 @@ def pip82_steal(view: View, settings: Settings) -> np.ndarray:
     The group overshoots by at most the steals of one round, and the overshoot halves (with the default
     `steal_fraction`) round after round as the dominant brokers yield, so the usage sum converges to the quota.
     Pairing by rank is PIP-82's heuristic: idle brokers take partner slots, and a throttled median is never
-    helped, so with three or more brokers the split can stay short of max-min fair.
+    helped, so with three or more brokers the split can stay short of max-min fair. Margin: computed from one
+    view, the limits add up to at most the quota plus one steal per pair, each at most the quota (`finish` caps
+    every limit there): `quota * (1 + n // 2)`, whatever one broker reports (a liar's usage is what its partner
+    steals towards). Across a cluster each broker ranks itself first among equal usages, so every broker tied
+    below a dominant one pairs itself with it: up to `n` quotas (adversaries scenario: 323 on a quota of 100).
     """
     share = pip82_proportional(view, settings)
     shape = view.shape
@@ -193,19 +198,22 @@ def safe_max_min_fair_share(view: View, settings: Settings) -> np.ndarray:
     """Max-min fair share that never takes what the others still use (the recommended `fair-share-safe`).
 
     "Fair" is max-min, as in `max_min_fair_share`: a broker wanting less than the water level gets what it
-    wants, the others the level. "Safe" is that a broker raises its limit only into room the others have left:
-    its limit is also at most the residual it hears, `quota - sum(others' usage)` (PIP-82's equal variant,
-    `usage + residual`, at least 0; the `cap_at_residual` knob). The brokers above their new share step down
-    at once, the ones below step up a round later, into the room that has been freed: when views agree the
-    cap costs one round on an increase; when they differ (a lost report, a newcomer, a demand that moved), a
-    broker never counts on room another broker still uses.
-    Over quota (`residual < 0`) every broker cuts by the whole excess: the group falls under the quota at once,
-    and the next round gives the excess back. Wants are as in `_wants`: the reported demand (the broker's
-    mechanism `report_throttled_demand` makes every broker report it), or the headroom rule without it.
+    wants, the others the level. "Safe" is that a broker raises its limit only into room the others leave: its
+    limit is also at most the residual it hears, `quota - sum(others' usage)`, each other broker's usage counted
+    up to that broker's new share (the `cap_at_residual` knob). A broker above its new share steps down to it at
+    once, so that part of its usage is room: when views agree the cap does not bind; when they differ (a lost
+    report, a newcomer, a demand that moved), a broker never counts on room another broker uses within its share.
+    Counting usage only up to the share is what bounds a liar: a broker reporting more than it uses holds at
+    most its max-min share of the demand it claims, and pushes nobody below theirs. The limits add up to at
+    most the quota (margin 0); over quota every broker falls to its share at once. Wants are as in `_wants`:
+    the reported demand (the broker's mechanism `report_throttled_demand` makes every broker report it), or
+    the headroom rule without it.
     """
     share = max_min_fair_share(view, settings)
     if not settings.cap_at_residual:
         return share
-    residual_heard = view.usage + view.residual  # quota - sum(others' usage), row by row
+    held = np.minimum(view.usage, share)
+    residual_heard = held - broker_sum(held)
+    residual_heard += view.quota
     np.maximum(residual_heard, 0.0, out=residual_heard)
     return np.minimum(share, residual_heard, out=share)

@@ -198,9 +198,10 @@ def finish(new_limit: np.ndarray, view: View, settings: Settings, out: np.ndarra
     """The post-processing every policy shares, on a rule's result `new_limit [B, g]` (in place), into `out`.
 
     In order: `smoothing` (EWMA with the own previous limit), `max_step` (bound the change against it),
-    `min_share` (floor at that fraction of the equal share); then limits are clamped at 0, absent entries
-    get 0 and present brokers of unlimited groups get -1. Smoothing and `max_step` act only where the
-    previous own limit was a number (not the unlimited marker).
+    `min_share` (floor at that fraction of the equal share); then limits are clamped to [0, quota] (a limit
+    never exceeds the group's quota, whatever one broker reports: the project's safety rule, applied here
+    once for every policy), absent entries get 0 and present brokers of unlimited groups get -1. Smoothing and
+    `max_step` act only where the previous own limit was a number (not the unlimited marker).
     """
     own, anchored = view.limit, view.limited
     if settings.smoothing:
@@ -212,10 +213,11 @@ def finish(new_limit: np.ndarray, view: View, settings: Settings, out: np.ndarra
         np.maximum(new_limit, own - largest_change, out=new_limit, where=anchored)
     if settings.min_share:
         np.maximum(new_limit, settings.min_share * view.equal_share, out=new_limit)
+    np.maximum(new_limit, 0.0, out=new_limit)
     if view.everyone_present:
-        np.maximum(new_limit, 0.0, out=out)
+        np.minimum(new_limit, view.quota, out=out)  # 0 for unlimited groups, marked -1 below
     else:
-        np.maximum(new_limit, 0.0, out=new_limit)
+        np.minimum(new_limit, view.quota, out=new_limit)
         np.multiply(new_limit, view.present, out=out)  # rules are finite everywhere, so absent entries become 0
     if view.unlimited.any():
         np.copyto(out, -1.0, where=view.present & view.unlimited)

@@ -11,6 +11,7 @@ to groups or brokers, event rounds, policy names and parameters, rate profiles. 
 - `sections`: the structured keys (policy, quotas, groups, brokers, workloads, profiles, traces, channel).
 - `events`: one parser per event kind, and the broker lifecycle.
 - `generation`: the `generated:` block, a synthetic cluster.
+- `keys`: per-broker keys read from `reporting.key_dir` (or the directory `reporting.key_dir_env` names).
 
 Why hand-written checkers, not pydantic v2: pydantic was tried on `reporting`, `cleanup` and `channel` (with
 `burst` and `partitions`). Its models restate every field of the `spec` dataclasses, which the
@@ -30,6 +31,9 @@ Decisions that a scenario author should know:
 - The HMAC key comes from `reporting.hmac_key_file` (relative to the scenario file) or `reporting.hmac_key_env`,
   read once when the scenario loads; `hmac_key` itself is refused. The key is kept in a field that is not a
   key of the file and is left out of `Scenario.to_dict` (`spec.SECRETS`), so the manifest holds its source only.
+  Per-broker keys (`reporting.key_dir`: `<broker>.key` for every broker) are read and kept the same way.
+- A `forge` event with `signed: true` needs keys to steal; its `key_of` (default: the first other broker) is
+  never the broker it impersonates.
 - A broker's first join is its `join_at` (0: up from the start). Events follow a lifecycle per broker:
   `crash` and `leave` need a broker that is up, `restart` one that crashed, and `join` one that left
   (a `join` of a broker that is up or not yet joined is refused: set its `join_at` instead).

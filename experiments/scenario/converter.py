@@ -21,6 +21,7 @@ from experiments.scenario.spec import (
     ChannelSpec,
     CleanupSpec,
     FallbackSpec,
+    LiarSpec,
     MembershipSpec,
     RampSpec,
     RealtimeSpec,
@@ -43,6 +44,7 @@ _PLAIN: dict[str, Callable[[Any, str, Any], Any]] = {
 MAX_BROKERS = 10_000
 MAX_MSG_BYTES = 2**30  # 1 GiB (Pulsar's default largest message is 5 MB)
 MAX_CLOCK_OFFSET_S = 3600.0
+MAX_LIE_FACTOR = 1e6  # a liar's usage_factor
 
 _LENGTH = checks.Range(1, cap=MAX_ROUNDS)  # a number of rounds
 _DELAY = checks.Range(0, cap=MAX_ROUNDS)
@@ -84,6 +86,7 @@ _RULES: dict[type, dict[str, Any]] = {
         "usage_threshold_pct": checks.Range(0, 100, low_open=True),
     },
     FallbackSpec: {"mode": fallback.MODES, "after_rounds": _LENGTH, "decay_rounds": _LENGTH},
+    LiarSpec: {"usage_factor": checks.Range(0, low_open=True, cap=MAX_LIE_FACTOR)},
 }
 
 

@@ -58,6 +58,30 @@ def _registry_outage_event(value: Any, key: str, context: Context) -> tuple[str,
     return "", {"rounds": rounds}
 
 
+FORGED_REPORTS = ("zero", "inflate")
+
+
+def _forge_event(value: Any, key: str, context: Context) -> tuple[str, dict[str, Any]]:
+    """A report in another broker's name (`as`), with extreme incarnation, sequence and time: signed with a
+    stolen key (`key_of`'s own per-broker key, by default the first other broker; or the cluster key) or not."""
+    body = checks.mapping(value, key, ("as", "signed", "report", "key_of"), ("as", "signed", "report"))
+    victim = checks.known(body["as"], checks.at(key, "as"), context.brokers, "broker")
+    signed = checks.boolean(body["signed"], checks.at(key, "signed"))
+    report = checks.string(body["report"], checks.at(key, "report"), FORGED_REPORTS)
+    if signed and not context.signed:
+        raise checks.FieldError(
+            checks.at(key, "signed"), "true needs keys to steal: reporting.key_dir or reporting.hmac_key_*"
+        )
+    others = [name for name in context.brokers if name != victim]
+    if "key_of" in body:
+        thief = checks.known(body["key_of"], checks.at(key, "key_of"), others, "other broker")
+    elif others:
+        thief = others[0]
+    else:
+        raise checks.FieldError(key, "needs another broker whose key signs the forgery")
+    return victim, {"signed": signed, "report": report, "key_of": thief}
+
+
 _EVENTS: dict[str, EventParser] = {
     "demand": _demand_event,
     "crash": _broker_event,
@@ -68,6 +92,7 @@ _EVENTS: dict[str, EventParser] = {
     "channel": _channel_event,
     "clock_skew": _clock_skew_event,
     "registry_outage": _registry_outage_event,
+    "forge": _forge_event,
 }
 
 # Broker lifecycle: event kind -> (the state it needs, the state it leaves). A broker starts "up", or

@@ -205,10 +205,15 @@ def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
         brokers = sections.brokers(top["brokers"], "brokers", replace(context, groups=sections.by_name(groups)))
         generated = None
     cleanup = converter.plain_section(CleanupSpec, top.get("cleanup", {}), "cleanup")
+    broker_names = sections.by_name(brokers)
+    reporting = sections.reporting(top.get("reporting", {}), "reporting", base_dir, tuple(broker_names))
     context = replace(
-        context, groups=sections.by_name(groups), brokers=sections.by_name(brokers), membership=cleanup.membership
+        context,
+        groups=sections.by_name(groups),
+        brokers=broker_names,
+        membership=cleanup.membership,
+        signed=reporting.signed,
     )
-    reporting = sections.reporting(top.get("reporting", {}), "reporting", base_dir)
     _check_ramps(groups, settings.get("interval_s", Scenario.interval_s))
     throttle = producers.throttle(top.get("throttle", {}), "throttle", settings.get("interval_s", Scenario.interval_s))
     return Scenario(

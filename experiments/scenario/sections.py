@@ -19,13 +19,14 @@ from urllib.parse import urlsplit
 from actors import workload
 from allocator import policies
 from experiments import checks
-from experiments.scenario import converter
+from experiments.scenario import converter, keys
 from experiments.scenario.spec import (
     DIMENSIONS,
     BrokerSpec,
     BurstSpec,
     ChannelSpec,
     GroupSpec,
+    LiarSpec,
     MembershipSpec,
     PolicySpec,
     Profile,
@@ -46,6 +47,7 @@ class Context:
     groups: Collection[str] = ()
     brokers: Collection[str] = ()
     membership: bool = True  # a registry exists (cleanup.membership): it can have an outage
+    signed: bool = False  # reports are signed: a forged report may be signed with a stolen key
 
 
 def by_name(items: Sequence[GroupSpec] | Sequence[BrokerSpec]) -> dict[str, None]:
@@ -140,7 +142,10 @@ def brokers(raw: Any, key: str, context: Context) -> tuple[BrokerSpec, ...]:
         )
         checks.unique(workloads, workload_key, "group", attr="group")
         plain = converter.plain_fields(BrokerSpec, body, item_key, join_rule)
-        specs.append(BrokerSpec(**plain, workload=workloads))
+        liar = body.get("liar")
+        if liar is not None:
+            liar = converter.plain_section(LiarSpec, liar, checks.at(item_key, "liar"))
+        specs.append(BrokerSpec(**plain, workload=workloads, liar=liar))
     checks.unique(specs, key, "broker")
     return tuple(specs)
 
@@ -201,9 +206,11 @@ def _read_trace(value: Any, key: str, context: Context) -> dict[str, list]:
     return {"rounds": rounds, "rates": rates}
 
 
-def reporting(raw: Any, key: str, base_dir: Path) -> ReportingSpec:
+def reporting(raw: Any, key: str, base_dir: Path, brokers: Sequence[str] = ()) -> ReportingSpec:
     """Reporting settings; the HMAC key is read here, once, from `hmac_key_file` (relative to `base_dir`) or the
-    environment variable `hmac_key_env`. Surrounding whitespace (a file's last newline) is not part of the key."""
+    environment variable `hmac_key_env`. Surrounding whitespace (a file's last newline) is not part of the key.
+    Per-broker keys are read from the directory `key_dir` (relative to `base_dir`) or the one the environment
+    variable `key_dir_env` names (relative to the working directory): `<broker>.key` for each of `brokers`."""
     if isinstance(raw, dict) and "hmac_key" in raw:
         raise checks.FieldError(
             checks.at(key, "hmac_key"),
@@ -213,6 +220,18 @@ def reporting(raw: Any, key: str, base_dir: Path) -> ReportingSpec:
     file_name, variable = settings.get("hmac_key_file"), settings.get("hmac_key_env")
     if file_name and variable:
         raise checks.FieldError(key, "give hmac_key_file or hmac_key_env, not both")
+    key_dir, key_dir_variable = settings.get("key_dir"), settings.get("key_dir_env")
+    if key_dir and key_dir_variable:
+        raise checks.FieldError(key, "give key_dir or key_dir_env, not both")
+    if (file_name or variable) and (key_dir or key_dir_variable):
+        raise checks.FieldError(key, "give a cluster key (hmac_key_*) or per-broker keys (key_dir*), not both")
+    if key_dir:
+        settings["broker_keys"] = keys.broker_keys(base_dir / key_dir, checks.at(key, "key_dir"), brokers)
+    elif key_dir_variable:
+        where = checks.at(key, "key_dir_env")
+        if key_dir_variable not in os.environ:
+            raise checks.FieldError(where, f"the environment variable {key_dir_variable} is not set")
+        settings["broker_keys"] = keys.broker_keys(Path(os.environ[key_dir_variable]), where, brokers)
     if file_name:
         settings["hmac_key"] = _key_from_file(file_name, checks.at(key, "hmac_key_file"), base_dir)
     elif variable:

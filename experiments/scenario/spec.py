@@ -15,7 +15,7 @@ from allocator.codec import DIMENSIONS
 
 # Fields read from a file or the environment when a scenario loads: not keys of a scenario file, and left out of
 # `Scenario.to_dict` (the manifest), so a secret is never written.
-SECRETS = frozenset({"hmac_key"})
+SECRETS = frozenset({"hmac_key", "broker_keys"})
 # Fields written inside another key, not keys of their own section (a group's ramps are written in its quota).
 NESTED = frozenset({"ramp_up"})
 
@@ -38,6 +38,16 @@ class ReportingSpec:
     hmac_key_file: str | None = None
     hmac_key_env: str | None = None
     hmac_key: bytes | None = field(default=None, repr=False)  # read once when the scenario loads; in SECRETS
+    # Per-broker keys (Ed25519, `allocator.signing`): a directory holding `<broker>.key` for every broker (as
+    # `quotalab keys` writes it), named here or by an environment variable; not with an hmac_key_* above.
+    key_dir: str | None = None
+    key_dir_env: str | None = None
+    broker_keys: dict[str, bytes] | None = field(default=None, repr=False)  # broker -> private key; in SECRETS
+
+    @property
+    def signed(self) -> bool:
+        """Reports are signed (with the cluster key or per-broker keys)."""
+        return self.hmac_key is not None or self.broker_keys is not None
 
 
 @dataclass(frozen=True)
@@ -86,10 +96,18 @@ class WorkloadSpec:
 
 
 @dataclass(frozen=True)
+class LiarSpec:
+    """An insider: the broker reports `usage_factor` times its usage and demand, signed with its own key."""
+
+    usage_factor: float
+
+
+@dataclass(frozen=True)
 class BrokerSpec:
     name: str
     workload: tuple[WorkloadSpec, ...] = ()
     join_at: int = 0
+    liar: LiarSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -123,11 +141,12 @@ class FallbackSpec:
 @dataclass(frozen=True)
 class EventSpec:
     """One scenario event. kind: join | leave | crash | restart | demand | quota | channel | clock_skew |
-    registry_outage.
+    registry_outage | forge.
 
-    `target` is the broker (join, leave, crash, restart, demand, clock_skew) or the group (quota), '' for
-    channel and registry_outage; `params` holds the rest as written (demand: group, msgs_per_s; quota:
-    dimension -> rate; channel: ChannelSpec keys; clock_skew: offset_s; registry_outage: rounds).
+    `target` is the broker (join, leave, crash, restart, demand, clock_skew; forge: the broker whose name the
+    forged report carries) or the group (quota), '' for channel and registry_outage; `params` holds the rest as
+    written (demand: group, msgs_per_s; quota: dimension -> rate; channel: ChannelSpec keys; clock_skew:
+    offset_s; registry_outage: rounds; forge: signed, report, key_of: the broker whose stolen key signs it).
     """
 
     at: int

@@ -28,7 +28,8 @@ def plain_max_min_fair(capacity: np.ndarray, wants: np.ndarray, present: np.ndar
     wants = np.where(present, np.clip(wants, 0.0, None), 0.0)
     n_groups, n_brokers = wants.shape
     ascending = np.sort(wants, axis=1)
-    handed_below = np.cumsum(ascending, axis=1) - ascending
+    handed_below = np.zeros_like(ascending)  # the sum of the wants below, never taking a huge want back out
+    handed_below[:, 1:] = np.cumsum(ascending, axis=1)[:, :-1]
     finite_capacity = np.where(capacity < 0, np.inf, capacity)
     with np.errstate(invalid="ignore"):
         candidate_level = (finite_capacity[:, None] - handed_below) / (n_brokers - np.arange(n_brokers))

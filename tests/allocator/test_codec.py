@@ -307,7 +307,7 @@ REJECTED: list[tuple[str, Any, dict[str, Any], str]] = [
     ("version as bool", envelope(body_fields(), version=True), {}, "version is bool, not int"),
     ("envelope too short", msgpack.packb([1, 0]), {}, "envelope has 2 items, not 3 or 4"),
     ("envelope too long", msgpack.packb([1, 0, b"", b"", b""]), {}, "envelope has 5 items, not 3 or 4"),
-    ("unknown flags", envelope(body_fields(), flags=4), {}, "unknown flags 0x4"),
+    ("unknown flags", envelope(body_fields(), flags=8), {}, "unknown flags 0x8"),
     ("unknown and known flags", envelope(body_fields(), flags=COMPRESSED | FLOAT32 | 8), {}, "unknown flags 0xb"),
     ("negative flags", envelope(body_fields(), flags=-1), {}, "flags is negative"),
     ("body as text", msgpack.packb([1, 0, "body"]), {}, "body is str, not bytes"),

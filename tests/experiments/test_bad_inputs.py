@@ -303,6 +303,47 @@ BAD = {
         "membership.url",
         "must not hold a password",
     ),
+    # per-broker keys and adversaries
+    "key directory missing": Bad(top("reporting: {key_dir: keys}"), "reporting.key_dir", "no such directory"),
+    "a broker's key missing": Bad(
+        top("reporting: {key_dir: .}"), "reporting.key_dir", "no key file 'b1.key'", files={"b2.key": "00" * 32}
+    ),
+    "a key not hex": Bad(
+        top("reporting: {key_dir: .}"),
+        "reporting.key_dir",
+        "b1.key does not hold a 32-byte key in hex",
+        files={"b1.key": "hunter2", "b2.key": "00" * 32},
+    ),
+    "key directory variable unset": Bad(
+        top(f"reporting: {{key_dir_env: {UNSET}}}"), "reporting.key_dir_env", f"{UNSET} is not set"
+    ),
+    "cluster and per-broker keys": Bad(
+        top("reporting: {hmac_key_env: K, key_dir: keys}"), "reporting", "not both"
+    ),
+    "liar factor zero": Bad(
+        BASE.replace("{name: b2,", "{name: b2, liar: {usage_factor: 0},"), "brokers[1].liar.usage_factor", "must be > 0"
+    ),
+    "liar without factor": Bad(
+        BASE.replace("{name: b2,", "{name: b2, liar: {},"), "brokers[1].liar", "usage_factor"
+    ),
+    "forge of an unknown broker": Bad(
+        top("events: [{at: 3, forge: {as: b9, signed: false, report: zero}}]"), "events[0].forge.as", "b9"
+    ),
+    "forge report unknown": Bad(
+        top("events: [{at: 3, forge: {as: b1, signed: false, report: lots}}]"),
+        "events[0].forge.report",
+        "must be one of zero, inflate",
+    ),
+    "forge signed without keys": Bad(
+        top("events: [{at: 3, forge: {as: b1, signed: true, report: zero}}]"),
+        "events[0].forge.signed",
+        "true needs keys to steal",
+    ),
+    "forge with the victim's own key": Bad(
+        top("events: [{at: 3, forge: {as: b1, signed: false, report: zero, key_of: b1}}]"),
+        "events[0].forge.key_of",
+        "b1",
+    ),
 }
 
 

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 import experiments
 from actors.workload import Profile
+from allocator.signing import write_key_directory
 from experiments.errors import UserError
-from experiments.scenario import ScenarioError, apply_overrides, load_scenario, parse_scenario
+from experiments.scenario import ScenarioError, apply_overrides, load_scenario, parse_scenario, read_scenario
 from experiments.scenario.spec import BurstSpec, ChannelSpec, EventSpec, GroupSpec, PolicySpec, Scenario
 
 SCENARIOS = Path(experiments.__file__).parent / "scenarios"
@@ -83,14 +84,14 @@ BAD = {
         base(polcy={"name": "pulsar"}),
         "polcy",
         "unknown key (allowed: name, groups, brokers, seed, rounds, interval_s, mode, backend, policy, "
-        "reporting, cleanup, membership, channel, events, realtime, fallback, brokers_per_actor, description, generated, "
-        "throttle, clients)",
+        "reporting, cleanup, membership, channel, events, realtime, fallback, brokers_per_actor, description, "
+        "generated, throttle, clients)",
     ),
     "unknown nested key": (
         base(reporting={"treshold_pct": 5}),
         "reporting.treshold_pct",
         "unknown key (allowed: threshold_pct, force_every, report_demand, compress, float32_rates, hmac_key_file, "
-        "hmac_key_env)",
+        "hmac_key_env, key_dir, key_dir_env)",
     ),
     "unknown key in a workload": (
         base(brokers=[broker("broker-1", {"group": "tenant-a/ns-1", "msgs_per_s": 5, "rate": 5})]),
@@ -169,19 +170,20 @@ BAD = {
     "event without a kind": (
         base(events=[{"at": 1}]),
         "events[0]",
-        "needs exactly one of demand, crash, restart, join, leave, quota, channel, clock_skew, registry_outage "
-        "besides 'at', got none",
+        "needs exactly one of demand, crash, restart, join, leave, quota, channel, clock_skew, registry_outage, "
+        "forge besides 'at', got none",
     ),
     "event with two kinds": (
         base(events=[{"at": 1, "crash": "broker-1", "leave": "broker-2"}]),
         "events[0]",
-        "needs exactly one of demand, crash, restart, join, leave, quota, channel, clock_skew, registry_outage "
-        "besides 'at', got crash, leave",
+        "needs exactly one of demand, crash, restart, join, leave, quota, channel, clock_skew, registry_outage, "
+        "forge besides 'at', got crash, leave",
     ),
     "unknown event kind": (
         base(events=[{"at": 1, "explode": "broker-1"}]),
         "events[0].explode",
-        "unknown key (allowed: at, demand, crash, restart, join, leave, quota, channel, clock_skew, registry_outage)",
+        "unknown key (allowed: at, demand, crash, restart, join, leave, quota, channel, clock_skew, registry_outage, "
+        "forge)",
     ),
     "event naming an unknown broker": (
         base(events=[{"at": 1, "crash": "broker-9"}]),
@@ -543,7 +545,9 @@ def load_error_with(path: Path, overrides: dict) -> ScenarioError:
 
 
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.yaml")), ids=lambda path: path.name)
-def test_shipped_scenario_loads(path):
+def test_shipped_scenario_loads(path, tmp_path, monkeypatch):
+    write_key_directory(tmp_path, [broker["name"] for broker in read_scenario(path).get("brokers", [])])
+    monkeypatch.setenv("QUOTALAB_KEY_DIR", str(tmp_path))  # adversaries.yaml reads per-broker keys from there
     scenario = load_scenario(path)
     assert scenario.description
     assert scenario.name == path.stem

@@ -85,3 +85,25 @@ def test_a_signed_run_writes_the_key_nowhere(tmp_path, capsys):
     assert key not in captured.out + captured.err
     rounds = pq.read_table(out / "rounds").to_pandas()
     assert (rounds[rounds["round"] == 3].view_brokers == 2).all()  # the signed reports were accepted
+
+
+def test_a_run_with_per_broker_keys_writes_no_key_anywhere(tmp_path, capsys):
+    assert main(["keys", "--out", str(tmp_path / "keys"), "--brokers", "b1", "b2"]) == 0
+    private = {name: (tmp_path / "keys" / f"{name}.key").read_text().strip() for name in ("b1", "b2")}
+    path = write_signed(tmp_path, {"key_dir": "keys"})
+    scenario = load_scenario(path)
+    assert build_plan(scenario).node.public_keys is not None
+    assert not any(key in repr(scenario) + json.dumps(scenario.to_dict()) for key in private.values())
+    out = tmp_path / "run"
+
+    code = main(["run", str(path), "--backend", "local", "--out", str(out)])
+    captured = capsys.readouterr()
+
+    assert code == 0, captured.err
+    assert json.loads((out / "manifest.json").read_text())["scenario"]["reporting"]["key_dir"] == "keys"
+    for file in (file for file in out.rglob("*") if file.is_file()):
+        for key in private.values():
+            assert key.encode() not in file.read_bytes() and bytes.fromhex(key) not in file.read_bytes(), file
+    assert not any(key in captured.out + captured.err for key in private.values())
+    rounds = pq.read_table(out / "rounds").to_pandas()
+    assert (rounds[rounds["round"] == 3].view_brokers == 2).all()  # the reports signed per broker were accepted

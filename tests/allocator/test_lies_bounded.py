@@ -1,0 +1,86 @@
+"""Lies are bounded: whatever one broker reports, no limit exceeds the group's quota and the limits add up to at
+most the quota plus the policy's documented margin; under `fair-share-safe` a liar holds at most its max-min
+share of what it claims and pushes nobody below theirs.
+
+The honest brokers are in a consistent state (each uses at most its own limit); one broker's entry (the last
+column) is one arbitrary report: any usage and demand, however far above the quota.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from allocator.policies import POLICIES, step
+
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
+
+TOLERANCE = 1e-9  # absolute; the water level of a 1e12 lie rounds at ~1e-11 of the quota, so sums get 1e-9 relative
+
+
+def documented_overshoot(name: str, quota: np.ndarray, usage: np.ndarray) -> np.ndarray:
+    """[G] how far the limits may add up beyond the quota, as each policy's docstring says
+    (`allocator.policies.rules`, `allocator.policies.pulsar`); every broker is present."""
+    n_brokers = usage.shape[1]
+    if name == "pulsar":  # proportional on whole numbers, at least 1 each; nobody using anything: the full quota each
+        total = np.floor(usage + 0.5).sum(axis=1)
+        float32_rounding = 2.0**-23 * (quota + total)  # Java floats: a unit in the last place of the residual
+        return np.where(total > 0, n_brokers * (1 + float32_rounding) + 0.5, (n_brokers - 1) * quota)
+    if name == "pip82-equal":  # each broker adds the whole residual: (n - 1) residuals over the quota
+        return (n_brokers - 1) * np.maximum(quota - usage.sum(axis=1), 0.0)
+    if name == "pip82-steal":  # the steals of one round: at most one per pair, each capped at the quota
+        return (n_brokers // 2) * quota
+    return np.zeros(len(quota))  # proportional, Doorman's and the max-min policies: within the quota
+
+
+rate = st.floats(0.0, 1e6)
+lie = st.one_of(st.floats(0.0, 1e12), st.sampled_from([0.0, 1e12]))
+
+
+@st.composite
+def one_liar(draw):
+    """quota [G], usage, limit, demand (or None) [G, B]: honest brokers under their limits, the last one lying."""
+    n_groups, n_brokers = draw(st.integers(1, 3)), draw(st.integers(2, 5))
+    shape = (n_groups, n_brokers)
+    quota = draw(hnp.arrays(np.float64, n_groups, elements=st.floats(1.0, 1e6)))
+    limit = draw(hnp.arrays(np.float64, shape, elements=rate))
+    usage = limit * draw(hnp.arrays(np.float64, shape, elements=st.floats(0.0, 1.0)))
+    demand = draw(st.one_of(st.none(), hnp.arrays(np.float64, shape, elements=rate)))
+    usage[:, -1] = draw(hnp.arrays(np.float64, n_groups, elements=lie))
+    if demand is not None:
+        demand[:, -1] = draw(hnp.arrays(np.float64, n_groups, elements=lie))
+    return quota, usage, limit, demand
+
+
+@settings(max_examples=300, deadline=None)
+@given(view=one_liar(), name=st.sampled_from(sorted(POLICIES)))
+def test_one_report_cannot_push_a_limit_over_the_quota_nor_the_sum_past_the_margin(view, name: str) -> None:
+    quota, usage, limit, demand = view
+    new_limit = step(name, quota, usage, limit, demand)
+    assert (new_limit >= 0).all()
+    assert (new_limit <= quota[:, None] * (1 + 1e-12) + TOLERANCE).all(), "a limit above the group's quota"
+    bound = quota + documented_overshoot(name, quota, usage)
+    assert (new_limit.sum(axis=1) <= bound * (1 + 1e-9) + TOLERANCE).all(), (new_limit.sum(axis=1), bound)
+
+
+@settings(max_examples=300, deadline=None)
+@given(view=one_liar())
+def test_a_liar_under_fair_share_safe_holds_its_max_min_share_and_starves_nobody(view) -> None:
+    quota, usage, limit, demand = view
+    new_limit = step("fair-share-safe", quota, usage, limit, demand)
+    share = step("fair-share", quota, usage, limit, demand)  # max-min over the wants claimed (the lie included)
+    tolerance = quota[:, None] * 1e-9 + TOLERANCE
+    assert (new_limit[:, -1] <= share[:, -1] + tolerance[:, 0]).all(), "the liar beyond its max-min share"
+    assert (new_limit[:, :-1] >= share[:, :-1] - tolerance).all(), "an honest broker below its max-min share"
+
+
+def test_the_pip82_steal_liar_of_the_issue_no_longer_lifts_limits_over_the_quota() -> None:
+    """Issue 11: a 10x liar under pip82-steal gave the others 128.8 each on a quota of 100."""
+    quota = np.array([100.0])
+    usage = np.array([[40.0, 40.0, 400.0]])  # the last broker reports 10x its 40
+    new_limit = step("pip82-steal", quota, usage, usage)
+    assert new_limit.max() <= 100.0
+    assert new_limit.sum() <= 200.0  # one steal (three brokers: one pair) over the quota at most

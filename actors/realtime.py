@@ -19,6 +19,7 @@ import numpy as np
 from actors.backends import Backend, Synchronized, blocking_call
 from actors.broker_host import BrokerHost, BrokerState, Published
 from actors.cluster import Cluster
+from actors.lag_histogram import LagHistogram
 from actors.lockstep import apply_round_events, message_rows
 from actors.plan import HostPlan, Plan
 from actors.telemetry import TelemetryWriter
@@ -187,7 +188,7 @@ def run_realtime(
     cluster.on_new_host = lambda handle: backend.gather(
         [backend.call(handle, "start_clock", cluster.channel, cluster.membership, epoch)]
     )
-    lags: list[float] = []
+    lags = LagHistogram()
     last_round = 0
     try:
         for round_index in range(plan.rounds):
@@ -200,48 +201,36 @@ def run_realtime(
             if cluster.membership is not None:
                 blocking_call(cluster.membership, "expire", t_s)
             if round_index < plan.rounds - 1:  # the last round's ticks are collected once they are done
-                lags += _collect(cluster, backend, writer, round_index, t_s)
+                _collect(cluster, backend, writer, round_index, t_s, lags)
             writer.end_round(round_index)
             if on_round is not None:
                 on_round(round_index)
         time.sleep(max(0.0, epoch + plan.rounds * interval - time.time()))
     finally:
         backend.gather([backend.call(handle, "stop_clock") for handle in cluster.all_hosts()])
-        lags += _collect(cluster, backend, writer, last_round, last_round * interval)
-    lag_stats = _lag_stats(lags, interval)
+        _collect(cluster, backend, writer, last_round, last_round * interval, lags)
+    lag_stats = lags.summary(interval)
     writer.manifest["realtime_lag"] = lag_stats
     return lag_stats
 
 
-def _collect(cluster: Cluster, backend: Backend, writer: TelemetryWriter, round_index: int, t_s: float) -> list[float]:
-    """Telemetry the hosts gathered since the last call, written under the driver's round."""
+def _collect(
+    cluster: Cluster, backend: Backend, writer: TelemetryWriter, round_index: int, t_s: float, lags: LagHistogram
+) -> None:
+    """Telemetry the hosts gathered since the last call, written under the driver's round; their timers' lags
+    counted in `lags`."""
     drained = backend.gather([backend.call(handle, "drain") for handle in cluster.all_hosts()])
     counters = blocking_call(cluster.channel, "take_counters")
-    lags: list[float] = []
     sent: dict[str, int] = {}
     suppressed: dict[str, int] = {}
     rejected: dict[str, int] = {}
     for host in drained:
         for rows in host.rows:
             writer.add("rounds", rows)
-        lags += host.lags_s
+        lags.add(host.lags_s)
         for tick in host.ticks:
             sent[tick.broker] = sent.get(tick.broker, 0) + tick.reports_sent
             suppressed[tick.broker] = suppressed.get(tick.broker, 0) + tick.reports_suppressed
             rejected[tick.broker] = rejected.get(tick.broker, 0) + tick.reports_rejected
     writer.add("messages", message_rows(sent, suppressed, counters, rejected, round_index, t_s))
-    return lags
 
-
-def _lag_stats(lags: list[float], interval_s: float) -> dict[str, float]:
-    if not lags:
-        return {"ticks": 0}
-    lag = np.asarray(lags)
-    return {
-        "ticks": int(lag.size),
-        "interval_s": interval_s,
-        "mean_s": float(lag.mean()),
-        "p50_s": float(np.percentile(lag, 50)),
-        "p99_s": float(np.percentile(lag, 99)),
-        "max_s": float(lag.max()),
-    }

@@ -8,6 +8,7 @@ machine), the workload that offers it traffic, and its own clock. A `BrokerHost`
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -157,6 +158,10 @@ class BrokerHost:
     def __init__(self, plan: HostPlan):
         self.plan = plan
         self.brokers: dict[str, LogicalBroker] = {}
+
+    def pid(self) -> int:
+        """The id of the process this host runs in (on Ray, its worker's: what an operator would kill)."""
+        return os.getpid()
 
     def start(self, broker: str, state: BrokerState, quota: np.ndarray, limited: np.ndarray, t_s: float) -> None:
         """Bring a broker up (join or restart) with the incarnation, workload and clock in `state`;

@@ -20,7 +20,7 @@ from actors.backends import Backend, Synchronized, blocking_call
 from actors.broker_host import BrokerHost, BrokerState, Published
 from actors.cluster import Cluster
 from actors.lag_histogram import LagHistogram
-from actors.lockstep import apply_round_events, message_rows
+from actors.lockstep import apply_round_events, log_lost, message_rows
 from actors.plan import HostPlan, Plan
 from actors.telemetry import TelemetryWriter
 
@@ -207,7 +207,7 @@ def run_realtime(
                 on_round(round_index)
         time.sleep(max(0.0, epoch + plan.rounds * interval - time.time()))
     finally:
-        backend.gather([backend.call(handle, "stop_clock") for handle in cluster.all_hosts()])
+        cluster.gather_hosts([(slot, backend.call(slot.handle, "stop_clock")) for slot in cluster.hosted_slots()])
         _collect(cluster, backend, writer, last_round, last_round * interval, lags)
     lag_stats = lags.summary(interval)
     writer.manifest["realtime_lag"] = lag_stats
@@ -219,7 +219,8 @@ def _collect(
 ) -> None:
     """Telemetry the hosts gathered since the last call, written under the driver's round; their timers' lags
     counted in `lags`."""
-    drained = backend.gather([backend.call(handle, "drain") for handle in cluster.all_hosts()])
+    drained = cluster.gather_hosts([(slot, backend.call(slot.handle, "drain")) for slot in cluster.hosted_slots()])
+    log_lost(cluster, writer, round_index, t_s)
     counters = blocking_call(cluster.channel, "take_counters")
     sent: dict[str, int] = {}
     suppressed: dict[str, int] = {}
@@ -233,4 +234,3 @@ def _collect(
             suppressed[tick.broker] = suppressed.get(tick.broker, 0) + tick.reports_suppressed
             rejected[tick.broker] = rejected.get(tick.broker, 0) + tick.reports_rejected
     writer.add("messages", message_rows(sent, suppressed, counters, rejected, round_index, t_s))
-

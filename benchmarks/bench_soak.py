@@ -131,7 +131,8 @@ def soak(minutes: float, warmup_minutes: float, sample_s: float) -> dict[str, An
     elapsed_s = np.array([t for t, _, _ in samples])
     rss = np.array([r for _, r, _ in samples], dtype=float)
     blocks = np.array([b for _, _, b in samples], dtype=float)
-    blocks_per_min = float(np.polyfit(elapsed_s[elapsed_s >= warmup_minutes * 60], blocks[elapsed_s >= warmup_minutes * 60], 1)[0] * 60)
+    after_warmup = elapsed_s >= warmup_minutes * 60
+    blocks_per_min = float(np.polyfit(elapsed_s[after_warmup], blocks[after_warmup], 1)[0] * 60)
     fit = fit_after_warmup(elapsed_s, rss, warmup_minutes * 60)
     return {
         "brokers": len(plan.brokers),

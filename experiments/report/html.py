@@ -253,9 +253,9 @@ def img_tag(png_base64: str, alt: str) -> str:
 
 
 def _status(run: dict[str, Any]) -> str:
-    """A run's status; a run that died says how many rounds it completed (those are all it has)."""
+    """A run's status; a run that died says how many rounds it completed (the rounds on disk: all it has)."""
     if run["status"] == "died":
-        return f"died (driver gone) after {run['rounds_completed']} rounds"
+        return f"died (driver gone) after {run['rounds']} rounds"
     return str(run["status"])
 
 

@@ -77,8 +77,7 @@ def _collect(frame: DataFrame, order: list[str]) -> pd.DataFrame:
 def build_summary(manifests: dict[str, dict[str, Any]], results: Results) -> dict[str, Any]:
     """`summary.json` as DESIGN.md shapes it, runs in the order given, groups by name, events by round.
 
-    Extra keys: per run `status` (`died` for a run whose driver is gone: actors/liveness.py), `rounds_completed`,
-    `rounds`, `reports_sent_per_round`, `reports_suppressed_per_round` and
+    Extra keys: per run `status`, `rounds`, `reports_sent_per_round`, `reports_suppressed_per_round` and
     `overall` (the groups' scores pooled, for comparing runs); per group `rounds_over_quota` (the share of its
     rounds with U > 1.05 Q), `fairness_error`, `report_bytes_per_round`, `starved` (the share of the last
     quarter's (broker, round) pairs with a fair share where the broker got less than half of it) and the two
@@ -109,7 +108,6 @@ def build_summary(manifests: dict[str, dict[str, Any]], results: Results) -> dic
                 "bytes_delivered_per_round": _number(traffic.get("bytes_delivered_per_round")),
                 "groups": groups,
                 "status": run_status(manifest),
-                "rounds_completed": manifest.get("rounds_completed"),
                 "rounds": int(results.per_round.loc[results.per_round["run_id"] == run_id, "round"].nunique()),
                 "reports_sent_per_round": _number(traffic.get("reports_sent_per_round")),
                 "reports_suppressed_per_round": _number(traffic.get("reports_suppressed_per_round")),

@@ -87,31 +87,32 @@ class RayBackend:
 
     def gather(self, futures: list[Any]) -> list[Any]:
         """The answers; a dead actor or a call unanswered within `CALL_TIMEOUT_S` is a `RunFailedError`."""
-        self._wait_all(futures)
         try:
-            return self._ray.get(list(futures))
+            return self._get(list(futures))
         except self._ray.exceptions.RayActorError as error:
             raise RunFailedError(f"an actor's process died ({type(error).__name__}): the run cannot go on") from error
 
     def gather_hosts(self, futures: list[Any]) -> list[Any]:
         """The answers of calls to host actors, a `Lost` for each whose process died; a call unanswered within
         `CALL_TIMEOUT_S` is a `RunFailedError`."""
-        self._wait_all(futures)
+        try:
+            return self._get(list(futures))
+        except self._ray.exceptions.RayActorError:
+            pass  # one host or more died: each answer on its own
         answers: list[Any] = []
         for future in futures:
             try:
-                answers.append(self._ray.get(future))
+                answers.append(self._get(future))
             except self._ray.exceptions.RayActorError as error:
                 answers.append(Lost(f"the host actor's process died ({type(error).__name__})"))
         return answers
 
-    def _wait_all(self, futures: list[Any]) -> None:
-        if not futures:
-            return
-        _, pending = self._ray.wait(list(futures), num_returns=len(futures), timeout=CALL_TIMEOUT_S)
-        if pending:
-            unanswered = f"{len(pending)} of {len(futures)} actor calls"
-            raise RunFailedError(f"{unanswered} got no answer within {CALL_TIMEOUT_S:g} s: the run cannot go on")
+    def _get(self, futures: Any) -> Any:
+        try:
+            return self._ray.get(futures, timeout=CALL_TIMEOUT_S)
+        except self._ray.exceptions.GetTimeoutError as error:
+            unanswered = f"an actor call got no answer within {CALL_TIMEOUT_S:g} s"
+            raise RunFailedError(f"{unanswered}: the run cannot go on") from error
 
     def kill(self, handle: Any) -> None:
         self._ray.kill(handle, no_restart=True)

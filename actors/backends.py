@@ -8,7 +8,22 @@ Both backends take the same plain classes and the same calls, so a driver is wri
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any, Protocol
+
+CALL_TIMEOUT_S = 600.0  # a call unanswered this long stops the run as failed instead of hanging it
+
+
+class RunFailedError(RuntimeError):
+    """The run cannot go on: an actor it cannot do without (the channel, the registry) died, or a call got no
+    answer within `CALL_TIMEOUT_S`. The message is one line."""
+
+
+@dataclass(frozen=True)
+class Lost:
+    """The answer to a call whose actor's process died (killed from outside, out of memory...)."""
+
+    reason: str
 
 
 class Backend(Protocol):
@@ -19,6 +34,8 @@ class Backend(Protocol):
     def call(self, handle: Any, method: str, *args: Any, **kwargs: Any) -> Any: ...
 
     def gather(self, futures: list[Any]) -> list[Any]: ...
+
+    def gather_hosts(self, futures: list[Any]) -> list[Any]: ...
 
     def kill(self, handle: Any) -> None: ...
 
@@ -33,6 +50,10 @@ class LocalBackend:
         return getattr(handle, method)(*args, **kwargs)
 
     def gather(self, futures: list[Any]) -> list[Any]:
+        return list(futures)
+
+    def gather_hosts(self, futures: list[Any]) -> list[Any]:
+        """Host objects in this process die only with it."""
         return list(futures)
 
     def kill(self, handle: Any) -> None:
@@ -65,7 +86,33 @@ class RayBackend:
         return getattr(handle, method).remote(*args, **kwargs)
 
     def gather(self, futures: list[Any]) -> list[Any]:
-        return self._ray.get(list(futures))
+        """The answers; a dead actor or a call unanswered within `CALL_TIMEOUT_S` is a `RunFailedError`."""
+        try:
+            return self._get(list(futures))
+        except self._ray.exceptions.RayActorError as error:
+            raise RunFailedError(f"an actor's process died ({type(error).__name__}): the run cannot go on") from error
+
+    def gather_hosts(self, futures: list[Any]) -> list[Any]:
+        """The answers of calls to host actors, a `Lost` for each whose process died; a call unanswered within
+        `CALL_TIMEOUT_S` is a `RunFailedError`."""
+        try:
+            return self._get(list(futures))
+        except self._ray.exceptions.RayActorError:
+            pass  # one host or more died: each answer on its own
+        answers: list[Any] = []
+        for future in futures:
+            try:
+                answers.append(self._get(future))
+            except self._ray.exceptions.RayActorError as error:
+                answers.append(Lost(f"the host actor's process died ({type(error).__name__})"))
+        return answers
+
+    def _get(self, futures: Any) -> Any:
+        try:
+            return self._ray.get(futures, timeout=CALL_TIMEOUT_S)
+        except self._ray.exceptions.GetTimeoutError as error:
+            unanswered = f"an actor call got no answer within {CALL_TIMEOUT_S:g} s"
+            raise RunFailedError(f"{unanswered}: the run cannot go on") from error
 
     def kill(self, handle: Any) -> None:
         self._ray.kill(handle, no_restart=True)
@@ -100,7 +147,12 @@ def blocking_call(handle: Any, method: str, *args: Any) -> Any:
         return bound(*args)
     import ray
 
-    return ray.get(remote(*args))
+    try:
+        return ray.get(remote(*args), timeout=CALL_TIMEOUT_S)
+    except ray.exceptions.GetTimeoutError as error:
+        raise RunFailedError(f"{method}: no answer within {CALL_TIMEOUT_S:g} s") from error
+    except ray.exceptions.RayActorError as error:
+        raise RunFailedError(f"{method}: the actor's process died ({type(error).__name__})") from error
 
 
 class Synchronized:

@@ -8,6 +8,7 @@ machine), the workload that offers it traffic, and its own clock. A `BrokerHost`
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -261,6 +262,10 @@ class BrokerHost:
         self.plan = plan
         self.brokers: dict[str, LogicalBroker] = {}
         self.registry_reachable = True
+
+    def pid(self) -> int:
+        """The id of the process this host runs in (on Ray, its worker's: what an operator would kill)."""
+        return os.getpid()
 
     def start(self, broker: str, state: BrokerState, quota: np.ndarray, limited: np.ndarray, t_s: float) -> None:
         """Bring a broker up (join or restart) with the incarnation, workload and clock in `state`;

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from actors.adversary import forged_payloads
-from actors.backends import Backend
+from actors.backends import Backend, Lost
 from actors.broker_host import CLOCK_BASE_S, BrokerHost, BrokerState, Published
 from actors.channel import Channel
 from actors.consensus import PoolConsensus
@@ -42,6 +42,14 @@ class Slot:
         return tuple(self.plan.brokers)
 
 
+@dataclass(frozen=True)
+class LostBroker:
+    """A broker whose host's process died under a call: a crash nobody planned."""
+
+    broker: str
+    reason: str
+
+
 class Cluster:
     def __init__(self, plan: Plan, backend: Backend, host_class: type = BrokerHost):
         self.plan = plan
@@ -63,6 +71,7 @@ class Cluster:
         self.membership = None if plan.session_timeout_s is None else backend.create(Membership, plan.session_timeout_s)
         self.consensus = None if plan.consensus is None else backend.create(PoolConsensus, plan.consensus, plan.name)
         self.registry_reachable = True  # False during a `registry_outage`: no heartbeats, no announcements
+        self.lost: list[LostBroker] = []  # since the driver last logged them (take_lost)
 
     # -- placement -------------------------------------------------------------------------------
 
@@ -76,8 +85,12 @@ class Cluster:
                 self.backend.gather([self.backend.call(slot.handle, "set_registry_reachable", False)])
         return slot.handle
 
+    def hosted_slots(self) -> list[Slot]:
+        """The slots whose host exists (it may hold only stopped brokers)."""
+        return [slot for slot in self.slots if slot.handle is not None]
+
     def all_hosts(self) -> list[object]:
-        return [slot.handle for slot in self.slots if slot.handle is not None]
+        return [slot.handle for slot in self.hosted_slots()]
 
     def events_at(self, round_index: int) -> list[PlannedEvent]:
         return [planned for planned in self.plan.events if planned.event.at == round_index]
@@ -108,8 +121,9 @@ class Cluster:
                 self._set_state(broker, replace(state, workload=state.workload.with_rate(row, rate, at)))
             case QuotaEvent(group_id=group_id, quota=quota, limited=limited):
                 self.quota[group_id], self.limited[group_id] = quota, limited
-                calls = [self.backend.call(host, "set_quota", group_id, quota, limited) for host in self.live_hosts()]
-                self.backend.gather(calls)
+                self.gather_hosts(
+                    [(s, self.backend.call(s.handle, "set_quota", group_id, quota, limited)) for s in self.live_slots()]
+                )
             case ChannelEvent(changes=changes):
                 self.backend.gather([self.backend.call(self.channel, "configure", **changes)])
             case ClockSkewEvent(broker=broker, offset_s=offset_s):
@@ -158,6 +172,32 @@ class Cluster:
         if self.consensus is not None:
             calls.append(self.backend.call(self.consensus, "crash", broker))
         self.backend.gather(calls)
+
+    def gather_hosts(self, calls: list[tuple[Slot, object]]) -> list:
+        """The answers of calls to hosts, in order, without those whose host's process died: its brokers are
+        down from then on, as after a crash, and listed in `lost` for the driver to log."""
+        answers = self.backend.gather_hosts([future for _, future in calls])
+        kept = []
+        for (slot, _), answer in zip(calls, answers, strict=True):
+            if isinstance(answer, Lost):
+                self._lose(slot, answer.reason)
+            else:
+                kept.append(answer)
+        return kept
+
+    def take_lost(self) -> list[LostBroker]:
+        """The brokers lost since the last call."""
+        lost, self.lost = self.lost, []
+        return lost
+
+    def _lose(self, slot: Slot, reason: str) -> None:
+        if slot.handle is None:  # already lost to an earlier call
+            return
+        slot.handle = None
+        brokers = [broker for broker in slot.brokers if broker in self.up]
+        self.up.difference_update(brokers)
+        self.backend.gather([self.backend.call(self.channel, "unsubscribe", broker) for broker in brokers])
+        self.lost += [LostBroker(broker, reason) for broker in brokers]
 
     def leave(self, broker: str, t_s: float) -> list[Published]:
         if broker not in self.up:

@@ -7,6 +7,7 @@ The channel's delays are seconds, so reports published in round r with no delay 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import numpy as np
@@ -30,30 +31,23 @@ def run_lockstep(
     for round_index in range(plan.rounds):
         t_s = round_index * plan.interval_s
         leaving = apply_round_events(cluster, round_index, t_s, writer)
-        publishing = [backend.call(h, "publish_phase", round_index, t_s) for h in cluster.live_hosts()]
+        publishing = [(s, backend.call(s.handle, "publish_phase", round_index, t_s)) for s in cluster.live_slots()]
         heartbeats = cluster.send_heartbeats(t_s)  # the registry runs alongside the publish phase
         syncs = cluster.sync_pool_sizes(t_s)
-        published = leaving + [item for batch in backend.gather(publishing) for item in batch]
+        published = leaving + [item for batch in cluster.gather_hosts(publishing) for item in batch]
         items = [(p.broker, topic, payload) for p in published for topic, payload in p.payloads]
         (exchange,) = backend.gather([backend.call(cluster.channel, "exchange", items, t_s)])
         dead = cluster.collect_dead(heartbeats)
         pool_sizes = cluster.collect_pool_sizes(syncs)
         issued = cluster.issued()
-        results = backend.gather(
-            [
-                backend.call(
-                    slot.handle,
-                    "allocate_phase",
-                    _inboxes(exchange.deliveries, slot.brokers),
-                    dead,
-                    round_index,
-                    t_s,
-                    _own(pool_sizes, slot.brokers),
-                    issued,
-                )
-                for slot in cluster.live_slots()
-            ]
-        )
+        allocating = []
+        for slot in cluster.live_slots():
+            inboxes = _inboxes(exchange.deliveries, slot.brokers)
+            own_pool_sizes = _own(pool_sizes, slot.brokers)
+            call = backend.call(slot.handle, "allocate_phase", inboxes, dead, round_index, t_s, own_pool_sizes, issued)
+            allocating.append((slot, call))
+        results = cluster.gather_hosts(allocating)
+        log_lost(cluster, writer, round_index, t_s)
         for result in results:
             for rows in result.rows:
                 writer.add("rounds", rows)
@@ -82,6 +76,13 @@ def apply_round_events(cluster: Cluster, round_index: int, t_s: float, writer: T
         published += cluster.apply(planned, t_s)
         writer.add("events", event_row(round_index, t_s, planned.kind, planned.target, planned.detail))
     return published
+
+
+def log_lost(cluster: Cluster, writer: TelemetryWriter, round_index: int, t_s: float) -> None:
+    """A `crash` event for each broker whose host's process died since the last call (its cause in `detail`)."""
+    for lost in cluster.take_lost():
+        detail = json.dumps({"cause": lost.reason})
+        writer.add("events", event_row(round_index, t_s, "crash", lost.broker, detail))
 
 
 def _inboxes(deliveries: dict[str, list[bytes]], brokers: tuple[str, ...]) -> dict[str, list[bytes]]:

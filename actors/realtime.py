@@ -19,7 +19,8 @@ import numpy as np
 from actors.backends import Backend, Synchronized, blocking_call
 from actors.broker_host import BrokerHost, BrokerState, Published
 from actors.cluster import Cluster
-from actors.lockstep import apply_round_events, event_row, message_rows
+from actors.lag_histogram import LagHistogram
+from actors.lockstep import apply_round_events, event_row, log_lost, message_rows
 from actors.plan import HostPlan, Plan
 from actors.telemetry import TelemetryWriter
 
@@ -196,7 +197,7 @@ def run_realtime(
     shared = (cluster.channel, cluster.membership, epoch, cluster.consensus)
     backend.gather([backend.call(h, "start_clock", *shared) for h in cluster.all_hosts()])
     cluster.on_new_host = lambda handle: backend.gather([backend.call(handle, "start_clock", *shared)])
-    lags: list[float] = []
+    lags = LagHistogram()
     last_round = 0
     try:
         for round_index in range(plan.rounds):
@@ -209,26 +210,29 @@ def run_realtime(
             if cluster.membership is not None and cluster.registry_reachable:
                 blocking_call(cluster.membership, "expire", t_s)
             if round_index < plan.rounds - 1:  # the last round's ticks are collected once they are done
-                lags += _collect(cluster, backend, writer, round_index, t_s)
+                _collect(cluster, backend, writer, round_index, t_s, lags)
             writer.end_round(round_index)
             if on_round is not None:
                 on_round(round_index)
         time.sleep(max(0.0, epoch + plan.rounds * interval - time.time()))
     finally:
-        backend.gather([backend.call(handle, "stop_clock") for handle in cluster.all_hosts()])
-        lags += _collect(cluster, backend, writer, last_round, last_round * interval)
+        cluster.gather_hosts([(slot, backend.call(slot.handle, "stop_clock")) for slot in cluster.hosted_slots()])
+        _collect(cluster, backend, writer, last_round, last_round * interval, lags)
         if cluster.consensus is not None:
             blocking_call(cluster.consensus, "close")
-    lag_stats = _lag_stats(lags, interval)
+    lag_stats = lags.summary(interval)
     writer.manifest["realtime_lag"] = lag_stats
     return lag_stats
 
 
-def _collect(cluster: Cluster, backend: Backend, writer: TelemetryWriter, round_index: int, t_s: float) -> list[float]:
-    """Telemetry the hosts gathered since the last call, written under the driver's round."""
-    drained = backend.gather([backend.call(handle, "drain") for handle in cluster.all_hosts()])
+def _collect(
+    cluster: Cluster, backend: Backend, writer: TelemetryWriter, round_index: int, t_s: float, lags: LagHistogram
+) -> None:
+    """Telemetry the hosts gathered since the last call, written under the driver's round; their timers' lags
+    counted in `lags`."""
+    drained = cluster.gather_hosts([(slot, backend.call(slot.handle, "drain")) for slot in cluster.hosted_slots()])
+    log_lost(cluster, writer, round_index, t_s)
     counters = blocking_call(cluster.channel, "take_counters")
-    lags: list[float] = []
     sent: dict[str, int] = {}
     suppressed: dict[str, int] = {}
     rejected: dict[str, int] = {}
@@ -237,7 +241,7 @@ def _collect(cluster: Cluster, backend: Backend, writer: TelemetryWriter, round_
             writer.add("rounds", rows)
         for table, columns in host.tables:
             writer.add(table, columns)
-        lags += host.lags_s
+        lags.add(host.lags_s)
         for tick in host.ticks:
             sent[tick.broker] = sent.get(tick.broker, 0) + tick.reports_sent
             suppressed[tick.broker] = suppressed.get(tick.broker, 0) + tick.reports_suppressed
@@ -246,18 +250,3 @@ def _collect(cluster: Cluster, backend: Backend, writer: TelemetryWriter, round_
     if cluster.consensus is not None:  # the store's reachability changes (registry_unreachable / _reachable)
         for event_t_s, kind, broker, detail in blocking_call(cluster.consensus, "take_events"):
             writer.add("events", event_row(round_index, event_t_s, kind, broker, detail))
-    return lags
-
-
-def _lag_stats(lags: list[float], interval_s: float) -> dict[str, float]:
-    if not lags:
-        return {"ticks": 0}
-    lag = np.asarray(lags)
-    return {
-        "ticks": int(lag.size),
-        "interval_s": interval_s,
-        "mean_s": float(lag.mean()),
-        "p50_s": float(np.percentile(lag, 50)),
-        "p99_s": float(np.percentile(lag, 99)),
-        "max_s": float(lag.max()),
-    }

@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import platform
+import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -29,6 +30,8 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from actors.liveness import Heartbeat, driver_identity
 
 ROUNDS_SCHEMA = pa.schema(
     [
@@ -198,10 +201,15 @@ class TelemetryWriter:
             "ended_at": None,
             "status": "running",
             "rounds_completed": 0,
+            "driver": driver_identity(),
+            "heartbeat_at": None,
         }
         for name in SCHEMAS:
             (self.run_dir / name).mkdir(parents=True, exist_ok=True)
+        self._manifest_lock = threading.Lock()  # the batch writer and the heartbeat both rewrite the manifest
+        self._written_manifest = self.manifest
         self._write_manifest(self.manifest)
+        self._heartbeat = Heartbeat(lambda: self._write_manifest(self._written_manifest))
 
     def add(self, table: str, columns: dict[str, Any]) -> None:
         """Buffer rows given as columns (arrays or lists) without `run_id`; it is added when the batch is
@@ -251,6 +259,7 @@ class TelemetryWriter:
         interrupted or failed."""
         self.manifest["status"] = status
         self.manifest["ended_at"] = _now_iso()
+        self._heartbeat.stop()
         self.flush()
         self._wait()
         self._background.shutdown()
@@ -267,10 +276,17 @@ class TelemetryWriter:
 
     def _write_batch(self, parts: list[tuple[str, Path, list[dict[str, Any]]]], manifest: dict[str, Any]) -> None:
         for name, path, batches in parts:
-            pq.write_table(pa.concat_tables([self._table(name, columns) for columns in batches]), path)
+            # Written under another name, then renamed: a driver killed mid-write leaves no truncated part.
+            temporary = path.with_name(path.name + ".tmp")
+            pq.write_table(pa.concat_tables([self._table(name, columns) for columns in batches]), temporary)
+            os.replace(temporary, path)
         self._write_manifest(manifest)
 
     def _write_manifest(self, manifest: dict[str, Any]) -> None:
-        temporary = self.run_dir / "manifest.json.tmp"
-        temporary.write_text(json.dumps(manifest, indent=2, default=str))
-        os.replace(temporary, self.run_dir / "manifest.json")
+        """Write `manifest` (atomically: write, then rename) with a fresh `heartbeat_at`; the heartbeat thread
+        rewrites the last one written, so the rounds it counts are always on disk."""
+        with self._manifest_lock:
+            self._written_manifest = {**manifest, "heartbeat_at": _now_iso()}
+            temporary = self.run_dir / "manifest.json.tmp"
+            temporary.write_text(json.dumps(self._written_manifest, indent=2, default=str))
+            os.replace(temporary, self.run_dir / "manifest.json")

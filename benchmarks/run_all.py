@@ -1,10 +1,10 @@
 """Run every benchmark's `run()` and write `benchmarks/results/all.json`.
 
-Modules, in order: token_bucket, codec, allocator, node_scale, runtime, scale, report, sweep and quality (the
-last three need Spark; report is skipped when `benchmarks/bench_report.py` does not exist). A module without
-a `run()` is recorded as skipped; a benchmark that fails is recorded with its error, and the others still run. Only
-`all.json` is written here: each module's own `results/<name>.json` is written when that module is run as a
-script.
+Modules, in order: token_bucket, codec, allocator, node_scale, runtime, scale, report, sweep, quality (these
+three need Spark; report is skipped when `benchmarks/bench_report.py` does not exist) and soak (a 30-minute
+realtime run; 2 minutes under `--quick`). A module without a `run()` is recorded as skipped; a benchmark that
+fails is recorded with its error, and the others still run. Only `all.json` is written here: each module's own
+`results/<name>.json` is written when that module is run as a script.
 
 Run from the repository root:
 
@@ -35,7 +35,7 @@ for path in (ROOT, BENCHMARKS):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-NAMES = ("token_bucket", "codec", "allocator", "node_scale", "runtime", "scale", "report", "sweep", "quality")
+NAMES = ("token_bucket", "codec", "allocator", "node_scale", "runtime", "scale", "report", "sweep", "quality", "soak")
 
 QUICK: dict[str, dict[str, Any]] = {
     "token_bucket": {"calls": 20_000, "repeats": 2, "array_calls": 200},
@@ -44,6 +44,7 @@ QUICK: dict[str, dict[str, Any]] = {
     "node_scale": {"repeats": 1},
     "scale": {"quick": True},
     "quality": {"quick": True},
+    "soak": {"minutes": 2.0, "warmup_minutes": 0.5, "sample_s": 2.0},
 }
 
 
@@ -76,7 +77,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="fewer repetitions, 20 brokers x 20,000 groups for the scale runs, one seed of the quality suite",
+        help="fewer repetitions, 20 brokers x 20,000 groups for the scale runs, one seed of the quality suite,"
+        " a 2-minute soak",
     )
     parser.add_argument("--no-ray", action="store_true", help="runtime and scale benchmarks on the local backend only")
     args = parser.parse_args(argv)

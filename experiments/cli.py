@@ -1,7 +1,8 @@
 """The `quotalab` command: one subcommand per module, each registering itself with `register(subparsers)`.
 
 A user mistake (bad scenario, missing run directory) raises `experiments.errors.UserError`; it is printed as
-one line and the command exits with status 2, without a traceback.
+one line and the command exits with status 2, without a traceback. A run that cannot go on (an actor it needs
+died: `actors.backends.RunFailedError`) is one line too, exit status 1.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 import importlib
 import sys
 
+from actors.backends import RunFailedError
 from experiments.errors import UserError
 
 SUBCOMMANDS = (
@@ -46,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as error:
         print(f"quotalab {args.command}: {one_line(str(error))}", file=sys.stderr)
         return 2
+    except RunFailedError as error:  # an actor the run needs died, or stopped answering: the manifest says failed
+        print(f"quotalab {args.command}: failed: {one_line(str(error))}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"quotalab {args.command}: interrupted", file=sys.stderr)
         return 130

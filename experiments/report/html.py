@@ -126,7 +126,7 @@ def _run_section(run: dict[str, Any], results: Results, limits: pd.DataFrame) ->
     facts = [
         ["scenario", run["scenario"]],
         ["policy", run["policy"]],
-        ["status", run["status"]],
+        ["status", _status(run)],
         ["rounds", run["rounds"]],
         ["bytes published / round", _fmt(run["bytes_published_per_round"], 0)],
         ["bytes delivered / round", _fmt(run["bytes_delivered_per_round"], 0)],
@@ -334,6 +334,13 @@ def html_table(header: list[str], rows: list[list[Any]], text_columns: int) -> s
 def img_tag(png_base64: str, alt: str) -> str:
     """An inline <img> of a base64 PNG (`figures.png_base64`), so the page needs no other file."""
     return f'<img src="data:image/png;base64,{png_base64}" alt="{escape(alt)}">'
+
+
+def _status(run: dict[str, Any]) -> str:
+    """A run's status; a run that died says how many rounds it completed (the rounds on disk: all it has)."""
+    if run["status"] == "died":
+        return f"died (driver gone) after {run['rounds']} rounds"
+    return str(run["status"])
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:

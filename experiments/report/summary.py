@@ -14,6 +14,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from actors.liveness import run_status
 from experiments.report import agreement, metrics, quota_telemetry
 from experiments.report.load import Runs
 from experiments.report.quota_telemetry import QuotaTelemetry
@@ -124,7 +125,7 @@ def build_summary(manifests: dict[str, dict[str, Any]], results: Results) -> dic
                 "bytes_published_per_round": _number(traffic.get("bytes_published_per_round")),
                 "bytes_delivered_per_round": _number(traffic.get("bytes_delivered_per_round")),
                 "groups": groups,
-                "status": manifest.get("status"),
+                "status": run_status(manifest),
                 "rounds": int(results.per_round.loc[results.per_round["run_id"] == run_id, "round"].nunique()),
                 "reports_sent_per_round": _number(traffic.get("reports_sent_per_round")),
                 "reports_suppressed_per_round": _number(traffic.get("reports_suppressed_per_round")),

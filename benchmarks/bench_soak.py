@@ -1,0 +1,193 @@
+"""Does a long realtime run hold its memory: RSS of a realtime run of 16 brokers at interval_s 0.1 over time.
+
+One realtime run (`actors.realtime.run_realtime`, `local` backend, so the brokers, the channel, the registry
+and the telemetry writer all live in this process and its RSS is the whole run's) of 16 brokers and 64 groups
+(each on 4 brokers) at `interval_s` 0.1 for `--minutes` (default 30), telemetry written to a temporary
+directory as a real run does. A thread samples this process's RSS (/proc/self/statm) every `--sample-s`
+seconds. The first `--warmup-minutes` (default: a fifth of the run, at most 5) are the warm-up: imports,
+Arrow's memory pool and the first Parquet parts settle there. Over the samples after it:
+
+- `growth_pct`: how much the RSS grew from the warm-up's end to the run's end, as a % of the RSS at the
+  warm-up's end (the straight line fitted through those samples, so one noisy sample does not decide it);
+  target < 10% over 30 minutes.
+- `slope_kb_per_min`: the fitted line's slope; `kb_per_day` the same extrapolated to a day.
+
+Run from the repository root: `python benchmarks/bench_soak.py [--minutes N]` (prints the figures, writes
+`benchmarks/results/soak.json`). The machine's load average is recorded with them: under heavy load the
+timers lag, but memory, not time, is what this measures.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from common import command_line, environment, load_since, loadavg_1m, results_path, save_results
+
+from actors.backends import make_backend
+from actors.realtime import run_realtime
+from actors.telemetry import TelemetryWriter
+from experiments.plan import build_plan
+from experiments.scenario import parse_scenario
+from experiments.scenario.spec import Scenario
+
+RESULTS = results_path("soak")
+TARGET_GROWTH_PCT = 10.0
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
+
+def soak_scenario(minutes: float, brokers: int = 16, groups: int = 64, interval_s: float = 0.1) -> Scenario:
+    """A realtime scenario of `brokers` brokers ticking every `interval_s` for `minutes`, 10% report loss."""
+    return parse_scenario(
+        {
+            "name": f"soak-{brokers}x{groups}",
+            "seed": 11,
+            "rounds": max(1, round(minutes * 60 / interval_s)),
+            "interval_s": interval_s,
+            "mode": "realtime",
+            "backend": "local",
+            "policy": {"name": "fair-share-safe"},
+            "channel": {"loss": 0.1},
+            "generated": {
+                "groups": groups,
+                "brokers": brokers,
+                "brokers_per_group": 4,
+                "quota": {"publish_msgs_per_s": 1000},
+                "msgs_per_s": {"uniform": [100, 450]},
+            },
+        }
+    )
+
+
+def rss_bytes() -> int:
+    """This process's resident set size."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * PAGE_BYTES
+
+
+@dataclass(frozen=True)
+class RssFit:
+    """A straight line through the RSS samples after the warm-up."""
+
+    growth_pct: float
+    slope_kb_per_min: float
+    rss_at_warmup_mb: float
+    rss_at_end_mb: float
+    samples_fitted: int
+
+
+def fit_after_warmup(elapsed_s: np.ndarray, rss: np.ndarray, warmup_s: float) -> RssFit:
+    """The line fitted (least squares) through the samples taken after `warmup_s`; growth is the line's rise
+    from the warm-up's end to the last sample, relative to its value at the warm-up's end."""
+    after = elapsed_s >= warmup_s
+    if after.sum() < 3:
+        raise ValueError(f"only {int(after.sum())} RSS samples after the warm-up: run longer or sample more often")
+    slope_b_per_s, intercept = np.polyfit(elapsed_s[after], rss[after], 1)
+    start, end = warmup_s, float(elapsed_s[after][-1])
+    at_start, at_end = intercept + slope_b_per_s * start, intercept + slope_b_per_s * end
+    return RssFit(
+        growth_pct=float((at_end - at_start) / at_start * 100),
+        slope_kb_per_min=float(slope_b_per_s * 60 / 1024),
+        rss_at_warmup_mb=float(at_start / 2**20),
+        rss_at_end_mb=float(at_end / 2**20),
+        samples_fitted=int(after.sum()),
+    )
+
+
+def soak(minutes: float, warmup_minutes: float, sample_s: float) -> dict[str, Any]:
+    """Run the soak scenario for `minutes`, sampling RSS; the samples, the fit and the timers' lag."""
+    scenario = soak_scenario(minutes)
+    plan = build_plan(scenario)
+    samples: list[tuple[float, int, int]] = []  # elapsed s, RSS bytes, Python's allocated blocks
+    done = threading.Event()
+    start = time.monotonic()
+
+    def sample() -> None:
+        while True:
+            samples.append((time.monotonic() - start, rss_bytes(), sys.getallocatedblocks()))
+            if done.wait(sample_s):
+                return
+
+    sampler = threading.Thread(target=sample, name="soak-rss", daemon=True)
+    with tempfile.TemporaryDirectory(prefix="quotalab-soak-") as directory:
+        names = {"broker": [b.name for b in plan.brokers], "group": plan.group_names, "dimension": plan.dimensions}
+        writer = TelemetryWriter(directory, "soak", {"scenario_name": plan.name}, names)
+        sampler.start()
+        status = "failed"
+        try:
+            lag = run_realtime(plan, make_backend("local"), writer)
+            status = "complete"
+        finally:
+            done.set()
+            sampler.join()
+            writer.close(status)
+        rounds_completed = writer.manifest["rounds_completed"]
+    elapsed_s = np.array([t for t, _, _ in samples])
+    rss = np.array([r for _, r, _ in samples], dtype=float)
+    blocks = np.array([b for _, _, b in samples], dtype=float)
+    after_warmup = elapsed_s >= warmup_minutes * 60
+    blocks_per_min = float(np.polyfit(elapsed_s[after_warmup], blocks[after_warmup], 1)[0] * 60)
+    fit = fit_after_warmup(elapsed_s, rss, warmup_minutes * 60)
+    return {
+        "brokers": len(plan.brokers),
+        "groups": len(plan.group_names),
+        "interval_s": plan.interval_s,
+        "minutes": minutes,
+        "warmup_minutes": warmup_minutes,
+        "rounds_completed": rounds_completed,
+        "ticks": lag.get("ticks", 0),
+        "lag_p50_ms": lag.get("p50_s", float("nan")) * 1e3,
+        "lag_p99_ms": lag.get("p99_s", float("nan")) * 1e3,
+        **fit.__dict__,
+        "target_growth_pct": TARGET_GROWTH_PCT,
+        "met": fit.growth_pct < TARGET_GROWTH_PCT,
+        "python_blocks_per_min": blocks_per_min,
+        "samples": [
+            {"elapsed_s": round(t, 1), "rss_mb": round(r / 2**20, 2), "python_blocks": b} for t, r, b in samples
+        ],
+    }
+
+
+def default_warmup_minutes(minutes: float) -> float:
+    return min(5.0, minutes / 5)
+
+
+def run(minutes: float = 30.0, warmup_minutes: float | None = None, sample_s: float = 5.0) -> dict[str, Any]:
+    load = loadavg_1m()
+    warmup = default_warmup_minutes(minutes) if warmup_minutes is None else warmup_minutes
+    result = soak(minutes, warmup, sample_s)
+    return {
+        **result,
+        "loadavg_1m": load_since(load),
+        "cpus": os.cpu_count(),
+        **environment("numpy", "pyarrow", "msgpack"),
+    }
+
+
+def summary(result: dict[str, Any]) -> str:
+    return (
+        f"{result['brokers']} brokers, {result['groups']} groups, interval {result['interval_s']:g} s, realtime,"
+        f" {result['minutes']:g} min ({result['rounds_completed']} rounds, {result['ticks']} ticks,"
+        f" lag p50 {result['lag_p50_ms']:.1f} ms, p99 {result['lag_p99_ms']:.1f} ms)\n"
+        f"RSS after {result['warmup_minutes']:g} min warm-up {result['rss_at_warmup_mb']:.1f} MB ->"
+        f" {result['rss_at_end_mb']:.1f} MB at the end: {result['growth_pct']:+.2f}%"
+        f" ({result['slope_kb_per_min']:+.1f} KB/min over {result['samples_fitted']} samples);"
+        f" target < {result['target_growth_pct']:g}%: {'met' if result['met'] else 'MISSED'}"
+        f"\nload {result['loadavg_1m']['before']:.1f} -> {result['loadavg_1m']['after']:.1f}"
+    )
+
+
+if __name__ == "__main__":
+    parser = command_line(__doc__)
+    parser.add_argument("--minutes", type=float, default=30.0, help="length of the run (default 30)")
+    parser.add_argument("--warmup-minutes", type=float, help="warm-up left out of the fit (default: min(5, minutes/5))")
+    parser.add_argument("--sample-s", type=float, default=5.0, help="seconds between RSS samples (default 5)")
+    args = parser.parse_args()
+    result = run(args.minutes, args.warmup_minutes, args.sample_s)
+    save_results(RESULTS, result, summary(result))

@@ -36,7 +36,14 @@ from experiments.run import run_scenario
 from experiments.scenario import parse_scenario, read_scenario
 
 SCENARIO = Path(__file__).parent / "scenarios" / "adversaries.yaml"
-POLICIES = ("pulsar", "pip82-proportional", "pip82-steal", "fair-share-safe")
+# A policy, or POLICY:SWITCH for the policy with one of its switches on (fair-share-safe's liar bound).
+POLICIES = (
+    "pulsar",
+    "pip82-proportional",
+    "pip82-steal",
+    "fair-share-safe",
+    "fair-share-safe:count_others_up_to_share",
+)
 VARIANTS = ("honest", "liar", "liar+forged", "liar+forged, cluster key")
 WARM_UP_ROUNDS = 5
 STARVED_BELOW = 0.5  # as the report's `starved`: admitted below half the max-min fair share
@@ -84,12 +91,12 @@ def compare(out_dir: Path, policies: tuple[str, ...] = POLICIES, progress: bool 
         for variant in VARIANTS:
             data = variant_data(raw, variant, policy, out_dir / "keys")
             scenario = parse_scenario(data, str(SCENARIO))
-            run_dir = run_scenario(scenario, out_dir / "runs" / f"{policy}--{_slug(variant)}", progress=progress)
+            run_dir = run_scenario(scenario, out_dir / "runs" / f"{_slug(policy)}--{_slug(variant)}", progress=progress)
             telemetry[variant] = _telemetry(run_dir)
         telemetry["liar, cluster key"] = _telemetry(
             run_scenario(
                 parse_scenario(variant_data(raw, "liar, cluster key", policy, out_dir / "keys"), str(SCENARIO)),
-                out_dir / "runs" / f"{policy}--liar-cluster-key",
+                out_dir / "runs" / f"{_slug(policy)}--liar-cluster-key",
                 progress=progress,
             )
         )
@@ -108,7 +115,8 @@ def variant_data(raw: dict[str, Any], variant: str, policy: str, key_dir: Path) 
     """The raw scenario of one run: `policy`, per-broker keys from `key_dir` (or its `cluster.key` when the
     variant names the cluster key), without the liar for "honest", without the forgeries unless "forged"."""
     data = copy.deepcopy(raw)
-    data["policy"] = {"name": policy}
+    name, _, switch = policy.partition(":")
+    data["policy"] = {"name": name, "params": {switch: True}} if switch else {"name": name}
     reporting = {k: v for k, v in data.get("reporting", {}).items() if not k.startswith(("key_dir", "hmac_key"))}
     if "cluster key" in variant:
         reporting["hmac_key_file"] = str((key_dir / "cluster.key").resolve())
@@ -123,8 +131,8 @@ def variant_data(raw: dict[str, Any], variant: str, policy: str, key_dir: Path) 
     return data
 
 
-def _slug(variant: str) -> str:
-    return variant.replace("+", "-").replace(", ", "-").replace(" ", "-")
+def _slug(label: str) -> str:
+    return label.replace("+", "-").replace(", ", "-").replace(" ", "-").replace(":", "-")
 
 
 def _telemetry(run_dir: Path) -> dict[str, pd.DataFrame]:

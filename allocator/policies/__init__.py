@@ -68,6 +68,7 @@ _SAFE_DEFAULTS: dict[str, object] = {
     "lost_change_odds": 0.01,
     "silent_at_fair_share": True,
     "report_while_held": True,
+    "count_others_up_to_share": False,  # bounds a liar at once, costs rounds over quota in loss bursts
 }
 _SAFE_PARAMS = frozenset(_SAFE_DEFAULTS)
 RECOMMENDED = "fair-share-safe"  # the default of new scenarios and of the demo

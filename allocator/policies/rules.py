@@ -198,22 +198,31 @@ def safe_max_min_fair_share(view: View, settings: Settings) -> np.ndarray:
     """Max-min fair share that never takes what the others still use (the recommended `fair-share-safe`).
 
     "Fair" is max-min, as in `max_min_fair_share`: a broker wanting less than the water level gets what it
-    wants, the others the level. "Safe" is that a broker raises its limit only into room the others leave: its
-    limit is also at most the residual it hears, `quota - sum(others' usage)`, each other broker's usage counted
-    up to that broker's new share (the `cap_at_residual` knob). A broker above its new share steps down to it at
-    once, so that part of its usage is room: when views agree the cap does not bind; when they differ (a lost
-    report, a newcomer, a demand that moved), a broker never counts on room another broker uses within its share.
-    Counting usage only up to the share is what bounds a liar: a broker reporting more than it uses holds at
-    most its max-min share of the demand it claims, and pushes nobody below theirs. The limits add up to at
-    most the quota (margin 0); over quota every broker falls to its share at once. Wants are as in `_wants`:
-    the reported demand (the broker's mechanism `report_throttled_demand` makes every broker report it), or
-    the headroom rule without it.
+    wants, the others the level. "Safe" is that a broker raises its limit only into room the others have left:
+    its limit is also at most the residual it hears, `quota - sum(others' usage)` (PIP-82's equal variant,
+    `usage + residual`, at least 0; the `cap_at_residual` knob). The brokers above their new share step down
+    at once, the ones below step up a round later, into the room that has been freed: when views agree the
+    cap costs one round on an increase; when they differ (a lost report, a newcomer, a demand that moved), a
+    broker never counts on room another broker still uses.
+    Over quota (`residual < 0`) every broker cuts by the whole excess: the group falls under the quota at once,
+    and the next round gives the excess back. Wants are as in `_wants`: the reported demand (the broker's
+    mechanism `report_throttled_demand` makes every broker report it), or the headroom rule without it.
+    The limits add up to at most the quota (margin 0).
+
+    With `count_others_up_to_share` each other broker's usage counts only up to its new share: the part above
+    is taken as room at once (a broker above its share steps down to it when views agree). That is what
+    bounds a liar: a broker reporting more than it uses then holds at most its max-min share of the demand it
+    claims and pushes nobody below theirs. It is off by default because when views differ (loss in bursts)
+    the room is taken before the other broker has stepped down (docs/policies.md has the numbers).
     """
     share = max_min_fair_share(view, settings)
     if not settings.cap_at_residual:
         return share
-    held = np.minimum(view.usage, share)
-    residual_heard = held - broker_sum(held)
-    residual_heard += view.quota
+    if settings.count_others_up_to_share:
+        held = np.minimum(view.usage, share)  # each broker's usage up to its share
+        residual_heard = held - broker_sum(held)
+        residual_heard += view.quota
+    else:
+        residual_heard = view.usage + view.residual  # quota - sum(others' usage), row by row
     np.maximum(residual_heard, 0.0, out=residual_heard)
     return np.minimum(share, residual_heard, out=share)

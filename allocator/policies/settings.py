@@ -30,6 +30,7 @@ SWITCHES = frozenset(
         "listen_while_view_grows",
         "silent_at_fair_share",
         "report_while_held",
+        "count_others_up_to_share",
     }
 )
 
@@ -67,7 +68,9 @@ class Settings:
     `silent_at_fair_share` the usage of a peer not heard for more than `force_every` rounds (a forced report of it
     was lost) counts at most at its max-min fair share of this broker's view;
     `report_while_held` a broker whose new limit is below 95% of its max-min fair share of its view (the room is
-    still held by others) reports the group every round, so the peers that hold the room hear its demand.
+    still held by others) reports the group every round, so the peers that hold the room hear its demand;
+    `count_others_up_to_share` (fair-share-safe's rule) the residual heard counts each other broker's usage only up
+    to its max-min share: a liar holds at most its share of what it claims (off by default: see the rule).
     """
 
     min_share: float = 0.0
@@ -87,6 +90,7 @@ class Settings:
     lost_change_odds: float = 1.0
     silent_at_fair_share: bool = False
     report_while_held: bool = False
+    count_others_up_to_share: bool = False
 
     def __post_init__(self) -> None:
         for field in fields(self):

@@ -69,14 +69,12 @@ def test_bad_mechanism_values_are_named(params, message):
 
 # fmt: off
 RULE_CASES = [
-    # quota, usage, demand, expected: min(max-min share, quota - sum(others' min(usage, share)))
+    # quota, usage, demand, expected: min(max-min share, usage + quota - total usage)
     ("consistent views: the water-filling split", [100], [[20, 20, 20, 20, 20]], [[30] * 5], [[20] * 5]),
-    ("a broker above its share counts for its share", [100], [[10, 30, 50]], [[10, 60, 60]], [[10, 45, 45]]),
-    ("an increase takes the room the others above their share free", [100], [[10, 45, 45]], [[60, 45, 45]],
-     [[100 / 3, 100 / 3, 100 / 3]]),
-    ("a liar's claim holds its max-min share, not the others'", [100], [[10, 10, 1000]], [[50, 50, 1000]],
-     [[100 / 3, 100 / 3, 100 / 3]]),
-    ("over quota every broker falls to its share", [80], [[30, 30, 30]], [[30, 30, 30]], [[80 / 3] * 3]),
+    ("up to the room the others leave", [100], [[10, 30, 50]], [[10, 60, 60]], [[10, 40, 45]]),
+    ("an increase waits a round for the others to step down", [100], [[10, 45, 45]], [[60, 45, 45]],
+     [[10, 100 / 3, 100 / 3]]),
+    ("over quota every broker cuts by the excess", [80], [[30, 30, 30]], [[30, 30, 30]], [[20, 20, 20]]),
     ("a cold start at the floor takes its share", [100], [[1, 1, 1, 1, 1]], [[30] * 5], [[20] * 5]),
 ]
 # fmt: on
@@ -89,10 +87,31 @@ def test_rule_cases(label, quota, usage, demand, expected):
     assert new_limit.sum() <= quota[0] + 1e-9
 
 
+# fmt: off
+UP_TO_SHARE_CASES = [
+    # quota, usage, demand, expected: min(max-min share, quota - sum(others' min(usage, share)))
+    ("a broker above its share counts for its share", [100], [[10, 30, 50]], [[10, 60, 60]], [[10, 45, 45]]),
+    ("an increase takes the room the others above their share free", [100], [[10, 45, 45]], [[60, 45, 45]],
+     [[100 / 3, 100 / 3, 100 / 3]]),
+    ("a liar's claim holds its max-min share, not the others'", [100], [[10, 10, 1000]], [[50, 50, 1000]],
+     [[100 / 3, 100 / 3, 100 / 3]]),
+    ("over quota every broker falls to its share", [80], [[30, 30, 30]], [[30, 30, 30]], [[80 / 3] * 3]),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(
+    ("label", "quota", "usage", "demand", "expected"), UP_TO_SHARE_CASES, ids=[c[0] for c in UP_TO_SHARE_CASES]
+)
+def test_rule_cases_counting_others_up_to_their_share(label, quota, usage, demand, expected):
+    new_limit = step(SAFE, quota, usage, usage, demand, count_others_up_to_share=True)
+    assert_allclose(new_limit, expected)
+    assert new_limit.sum() <= quota[0] + 1e-9
+
+
 @settings(max_examples=300, deadline=None)
 @given(data=st.data())
 def test_the_rule_never_exceeds_the_quota_nor_the_residual_heard(data):
-    """The residual heard counts each other broker's usage up to its max-min share."""
     n_groups, n_brokers = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 6))
     shape = (n_groups, n_brokers)
     quota = data.draw(hnp.arrays(np.float64, n_groups, elements=st.floats(0.0, 1e6)))
@@ -104,11 +123,8 @@ def test_the_rule_never_exceeds_the_quota_nor_the_residual_heard(data):
     tolerance = quota * 1e-12 + 1e-9
     assert (new_limit <= quota[:, None] + tolerance[:, None]).all()
     assert (new_limit.sum(axis=1) <= quota + tolerance).all()
-    share = step("fair-share", quota, usage, limit, demand, present)  # the max-min shares of the same view
-    held = np.where(present, np.minimum(usage, share), 0)  # each broker's usage, up to its share
-    others_held = held.sum(axis=1, keepdims=True) - held
-    assert (new_limit <= np.maximum(quota[:, None] - others_held, 0) + tolerance[:, None]).all()
-    assert (new_limit <= share + tolerance[:, None]).all()
+    others_usage = np.where(present, usage, 0).sum(axis=1, keepdims=True) - np.where(present, usage, 0)
+    assert (new_limit <= np.maximum(quota[:, None] - others_usage, 0) + tolerance[:, None]).all()
 
 
 # -- start from the residual heard -------------------------------------------------------------------------

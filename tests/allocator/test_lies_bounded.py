@@ -1,6 +1,6 @@
 """Lies are bounded: whatever one broker reports, no limit exceeds the group's quota and the limits add up to at
-most the quota plus the policy's documented margin; under `fair-share-safe` a liar holds at most its max-min
-share of what it claims and pushes nobody below theirs.
+most the quota plus the policy's documented margin; under `fair-share-safe` with `count_others_up_to_share` a liar
+holds at most its max-min share of what it claims and pushes nobody below theirs.
 
 The honest brokers are in a consistent state (each uses at most its own limit); one broker's entry (the last
 column) is one arbitrary report: any usage and demand, however far above the quota.
@@ -70,7 +70,7 @@ def test_one_report_cannot_push_a_limit_over_the_quota_nor_the_sum_past_the_marg
 @given(view=one_liar())
 def test_a_liar_under_fair_share_safe_holds_its_max_min_share_and_starves_nobody(view) -> None:
     quota, usage, limit, demand = view
-    new_limit = step("fair-share-safe", quota, usage, limit, demand)
+    new_limit = step("fair-share-safe", quota, usage, limit, demand, count_others_up_to_share=True)
     share = step("fair-share", quota, usage, limit, demand)  # max-min over the wants claimed (the lie included)
     tolerance = quota[:, None] * 1e-9 + TOLERANCE
     assert (new_limit[:, -1] <= share[:, -1] + tolerance[:, 0]).all(), "the liar beyond its max-min share"

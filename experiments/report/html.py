@@ -52,7 +52,8 @@ def render_report(
         f"<style>{STYLE}</style></head><body>",
         "<h1>quotalab report</h1>",
         f'<p class="note">{len(runs)} run(s), generated {generated}. Tables as CSV next to this page: '
-        "per_round.csv, convergence.csv, bandwidth.csv, per_broker.csv; all numbers in summary.json.</p>",
+        "per_round.csv, convergence.csv, bandwidth.csv, per_broker.csv, quota_telemetry.csv, throttled_by_reason.csv "
+        "(and producers.csv for runs with producers); all numbers in summary.json.</p>",
     ]
     if len(runs) > 1:
         parts.append(_comparison(runs, manifests))

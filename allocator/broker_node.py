@@ -54,7 +54,6 @@ class NodeSettings:
     max_clock_skew_s: float = 2.0  # ... and one published further ahead of this broker's clock than this
     compress: bool = False
     float32_rates: bool = False  # rates on the wire as float32: 4 bytes instead of 8, relative error under 6e-8
-    hmac_key: bytes | None = None
     ramps: tuple[GroupRamp, ...] = ()  # ramped quotas (allocator.ramped_pool); a group's quota is their max
     fallback: FallbackSettings = FallbackSettings()  # what a broker does when reports stop (allocator.fallback)
     hmac_key: bytes | None = None  # the cluster key: any holder signs as any broker
@@ -364,7 +363,7 @@ class BrokerNode:
     def _start_serving(self, starting: np.ndarray, now_s: float) -> None:
         if self.splits_by_pool_size:  # the agreed pool's share, or the floor while waiting for agreement
             for index in range(len(self.settings.dimensions)):
-                start = self._pool_limit(self.quota[starting, index], np.zeros(int(starting.sum())))
+                start = self._pool_limit(self.pool[starting, index], np.zeros(int(starting.sum())))
                 self.limit[starting, index] = self._floored(start)
             self._apply_limits()
             return
@@ -385,6 +384,7 @@ class BrokerNode:
         limit_view = np.zeros(pool.shape)
         limit_view[:, OWN] = own_limit
         return self.settings.policy(quota, np.zeros(pool.shape), limit_view, None, pool)[:, OWN]
+
     def _step_ramps(self) -> np.ndarray:
         """The pools after this round: each ramp steps on the usage of every broker in the view."""
         if len(self.ramps):

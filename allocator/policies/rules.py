@@ -181,7 +181,7 @@ def _stable_rank(key: np.ndarray) -> np.ndarray:
     one call. Counted in bytes while they fit (a bool adds to a uint8 without a conversion).
     """
     n_rows = len(key)
-    count_dtype = np.uint8 if n_rows <= np.iinfo(np.uint8).max else np.intp
+    count_dtype = np.uint8 if n_rows <= 255 else np.intp
     rank = scratch("rank", key.shape, count_dtype)
     rank[...] = np.arange(n_rows - 1, -1, -1, dtype=count_dtype)[:, None]  # every pair counts for its lower row
     lower_first = scratch("rank.lower_first", key.shape, bool)

@@ -157,7 +157,9 @@ def _partner_usage(view: View) -> np.ndarray:
     n_groups = shape[1]
     rank = _stable_rank(view.usage if view.everyone_present else np.where(view.present, view.usage, np.inf))
     column = np.arange(n_groups)
-    at_rank = np.multiply(rank, n_groups, out=scratch("partner.at_rank", shape, np.intp), dtype=np.intp)
+    at_rank = scratch("partner.at_rank", shape, np.intp)
+    np.copyto(at_rank, rank)  # widened first: a multiplication that casts as it goes costs twice as much
+    at_rank *= n_groups
     at_rank += column  # flat index of the place of rank r in group j
     by_rank = scratch("partner.by_rank", shape)
     by_rank.ravel()[at_rank] = view.usage  # row k: the usage of rank k

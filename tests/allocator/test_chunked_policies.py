@@ -161,7 +161,7 @@ KNOBS = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     view=views(),
     name=st.sampled_from(["pip82-proportional", "pip82-steal", "fair-share", "doorman-fair"]),

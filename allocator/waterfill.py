@@ -39,34 +39,49 @@ def water_level(capacity: np.ndarray, wants: np.ndarray) -> np.ndarray:
     """
     n_brokers, n_groups = wants.shape
     ascending = _ascending(wants)
-    handed_below = scratch("water_level.candidate", wants.shape)  # the running sum of the wants below (never a
-    handed_below[0] = 0.0  # huge want taken back out: that would lose the small ones' precision)
+    # row i: the running sum of the wants below position i (never a huge want taken back out: that would lose the
+    # small ones' precision), then the candidate level there; row B: +inf, where no position is saturated
+    candidate_level = scratch("water_level.candidate", (n_brokers + 1, n_groups))
+    candidate_level[0] = 0.0
     for i in range(1, n_brokers):
-        np.add(handed_below[i - 1], ascending[i - 1], out=handed_below[i])
-    candidate_level = np.subtract(capacity, handed_below, out=handed_below)
-    saturated = scratch("water_level.saturated", wants.shape, bool)
+        np.add(candidate_level[i - 1], ascending[i - 1], out=candidate_level[i])
+    np.subtract(capacity, candidate_level[:n_brokers], out=candidate_level[:n_brokers])
+    candidate_level[n_brokers] = np.inf
+    # reached[i]: some position up to i is saturated; the first saturated position is B minus the number of those
+    # rows (np.where per position branches on every entry, ~3 times slower)
+    reached = scratch("water_level.reached", wants.shape, bool)
     with np.errstate(invalid="ignore"):  # inf - inf where the capacity is unlimited
-        candidate_level /= np.arange(n_brokers, 0, -1, dtype=np.float64)[:, None]  # the remaining slots
-        np.greater_equal(ascending, candidate_level, out=saturated)
-    level = np.full(n_groups, np.inf)
-    for i in reversed(range(n_brokers)):  # the first saturated position is chosen last
-        level = np.where(saturated[i], candidate_level[i], level)  # a masked np.copyto costs ~3 times more
+        candidate_level[:n_brokers] /= np.arange(n_brokers, 0, -1, dtype=np.float64)[:, None]  # the remaining slots
+        for i in range(n_brokers):
+            np.greater_equal(ascending[i], candidate_level[i], out=reached[i])
+            if i:
+                reached[i] |= reached[i - 1]
+    at_level = scratch("water_level.at", (n_groups,), np.intp)
+    if n_brokers <= 255:  # counted in bytes (a cast inside the reduction costs ~4 times more)
+        n_reached = scratch("water_level.n_reached", (n_groups,), np.uint8)
+        np.copyto(at_level, np.add.reduce(reached.view(np.uint8), axis=0, out=n_reached))
+    else:
+        np.add.reduce(reached, axis=0, dtype=np.intp, out=at_level)
+    at_level *= -n_groups
+    at_level += np.arange(n_brokers * n_groups, (n_brokers + 1) * n_groups)  # flat index of row B - n_reached, column j
+    level = np.take(candidate_level, at_level, mode="clip")  # the indices are in range: no buffered bounds check
     return np.maximum(level, 0.0, out=level)
 
 
-def _ascending(wants: np.ndarray) -> np.ndarray:
-    """[B, g] the wants sorted along brokers: np.sort runs a small sort per group, a sorting network runs its
-    comparators (np.minimum / np.maximum of two rows) once over all groups."""
+def _ascending(wants: np.ndarray) -> list[np.ndarray]:
+    """The B rows [g] of `wants` sorted along brokers: np.sort runs a small sort per group, a sorting network runs
+    its comparators (np.minimum / np.maximum of two rows) once over all groups. A comparator writes the smaller
+    value to a spare row, which then takes the place of row i (the rows are `scratch`, one more than B)."""
     n_brokers = len(wants)
     if n_brokers > NETWORK_MAX_BROKERS:
-        return np.sort(wants, axis=0)
-    ascending = scratch("water_level.ascending", wants.shape)
-    np.copyto(ascending, wants)
-    smaller = scratch("water_level.smaller", wants.shape[1:])
+        return list(np.sort(wants, axis=0))
+    rows = scratch("water_level.ascending", (n_brokers + 1, *wants.shape[1:]))
+    np.copyto(rows[:n_brokers], wants)
+    ascending, spare = list(rows[:n_brokers]), rows[n_brokers]
     for i, j in sorting_network(n_brokers):
-        np.minimum(ascending[i], ascending[j], out=smaller)
+        np.minimum(ascending[i], ascending[j], out=spare)
         np.maximum(ascending[i], ascending[j], out=ascending[j])
-        ascending[i] = smaller
+        ascending[i], spare = spare, ascending[i]
     return ascending
 
 

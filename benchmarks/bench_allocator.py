@@ -19,10 +19,10 @@ Two measurements, each the median of many repetitions (min and p90 given too):
   state). Target: under 10 ms.
 
 Both are measured twice, each time in a fresh child process with glibc's malloc pinned (`set_malloc`):
-`fresh`, glibc's defaults, where every block over 128 KB is a new mmap, so each 200 KB temporary of a
-5,000 x 5 step is page-faulted in afresh (a new process); and `warm`, a 32 MB threshold, which glibc moves to
-by itself once a process has freed a large block (a broker that has run for a while). The difference is
-~40% of a step. The median CPU time of the timing thread is given next to the wall-clock figures.
+`fresh`, glibc's defaults, where every block over 128 KB is a new mmap, so the 200 KB result of a 5,000 x 5
+step (and any temporary that size) is page-faulted in afresh (a new process); and `warm`, a 32 MB threshold,
+which glibc moves to by itself once a process has freed a large block (a broker that has run for a while). The
+difference is ~0.2 ms a step. The median CPU time of the timing thread is given next to the wall-clock figures.
 
 The machine's load average is recorded with the figures: on a shared machine they are upper bounds.
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -89,12 +90,19 @@ class Policy:
 
     def settings(self, params: Mapping[str, object]) -> Settings:
         """Bind the parameters once; ValueError names an unknown parameter or a bad value."""
+        if not params:
+            return self.default_settings
         unknown = sorted(set(params) - self.params)
         if unknown:
             raise ValueError(
                 f"{self.name}: unknown parameter {unknown[0]!r}; it takes {', '.join(sorted(self.params))}"
             )
         return Settings(**{**self.defaults, **params})  # checks every value
+
+    @cached_property
+    def default_settings(self) -> Settings:
+        """The settings without parameters, checked once (`policies.step` binds on every call)."""
+        return Settings(**self.defaults)
 
     def __call__(
         self,

@@ -45,7 +45,8 @@ def pip82_proportional(view: View, settings: Settings) -> np.ndarray:
     used = view.total_usage > 0
     share = np.divide(view.usage, np.where(used, view.total_usage, 1.0), out=scratch("pip82_proportional", view.shape))
     share *= view.quota
-    share += np.where(used, 0.0, view.equal_share)
+    if not used.all():
+        share += np.where(used, 0.0, view.equal_share)
     return share
 
 
@@ -156,41 +157,41 @@ def _partner_usage(view: View) -> np.ndarray:
     n_groups = shape[1]
     rank = _stable_rank(view.usage if view.everyone_present else np.where(view.present, view.usage, np.inf))
     column = np.arange(n_groups)
-    at_rank = np.multiply(rank, n_groups, out=scratch("partner.at_rank", shape, np.intp))
+    at_rank = scratch("partner.at_rank", shape, np.intp)
+    np.copyto(at_rank, rank)  # widened first: a multiplication that casts as it goes costs twice as much
+    at_rank *= n_groups
     at_rank += column  # flat index of the place of rank r in group j
     by_rank = scratch("partner.by_rank", shape)
     by_rank.ravel()[at_rank] = view.usage  # row k: the usage of rank k
     if view.everyone_present:  # rank n - 1 - r in group j: (n - 1) * g + 2 * j - (r * g + j)
         at_partner = np.subtract((shape[0] - 1) * n_groups + 2 * column, at_rank, out=at_rank)
     else:
-        at_partner = np.subtract(view.n_present.astype(np.intp) - 1, rank, out=at_rank)
+        at_partner = np.subtract(view.n_present.astype(np.intp) - 1, rank, out=at_rank, dtype=np.intp)
         np.maximum(at_partner, 0, out=at_partner)  # an absent broker's partner: the lowest present usage
         at_partner *= n_groups
         at_partner += column
-    return np.take(by_rank, at_partner, out=scratch("partner.usage", shape))
+    # the indices are in range: mode="clip" skips the bounds check that makes np.take buffer its output
+    return np.take(by_rank, at_partner, out=scratch("partner.usage", shape), mode="clip")
 
 
 def _stable_rank(key: np.ndarray) -> np.ndarray:
-    """[B, g] the rank (intp, `scratch`) of each row's key within its column, ties by row: the number of rows
-    before it in (key, row) order, `#{c < b: key_c <= key_b} + #{c > b: key_c < key_b}`.
+    """[B, g] the rank (uint8 up to 255 rows, else intp; `scratch`) of each row's key within its column, ties by
+    row: the number of rows before it in (key, row) order, `#{c < b: key_c <= key_b} + #{c > b: key_c < key_b}`.
 
     Every pair of rows is compared once; each row starts at the count of the pairs it is the lower row of, and
-    a comparison `key_c <= key_b` moves one from row c to row b. Counted in bytes while they fit (a bool adds
-    to a uint8 without a conversion), then widened for the index arithmetic.
+    a comparison `key_c <= key_b` moves one from row c to row b. The pairs `offset` rows apart are compared in
+    one call. Counted in bytes while they fit (a bool adds to a uint8 without a conversion).
     """
-    n_rows, n_cols = key.shape
-    count_dtype = np.uint8 if n_rows <= np.iinfo(np.uint8).max else np.intp
-    count = scratch("rank.count", key.shape, count_dtype)
-    count[...] = np.arange(n_rows - 1, -1, -1, dtype=count_dtype)[:, None]  # every pair counts for its lower row
-    lower_first = scratch("rank.lower_first", (n_cols,), bool)
-    step = lower_first.view(np.uint8) if count_dtype == np.uint8 else lower_first
-    for lower in range(n_rows):
-        for upper in range(lower + 1, n_rows):
-            np.less_equal(key[lower], key[upper], out=lower_first)
-            count[upper] += step
-            count[lower] -= step
-    rank = scratch("rank", key.shape, np.intp)
-    np.copyto(rank, count)
+    n_rows = len(key)
+    count_dtype = np.uint8 if n_rows <= 255 else np.intp
+    rank = scratch("rank", key.shape, count_dtype)
+    rank[...] = np.arange(n_rows - 1, -1, -1, dtype=count_dtype)[:, None]  # every pair counts for its lower row
+    lower_first = scratch("rank.lower_first", key.shape, bool)
+    for offset in range(1, n_rows):
+        first = np.less_equal(key[:-offset], key[offset:], out=lower_first[:-offset])  # row c against row c + offset
+        moved = first.view(np.uint8) if count_dtype == np.uint8 else first
+        rank[offset:] += moved
+        rank[:-offset] -= moved
     return rank
 
 

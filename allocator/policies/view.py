@@ -99,7 +99,7 @@ def checked_inputs(
     if demand is not None:
         demand = _matrix("demand", np.asarray(demand, dtype=np.float64), usage.shape)
     return Inputs(
-        quota=np.where(unlimited, 0.0, quota),
+        quota=np.where(unlimited, 0.0, quota) if unlimited.any() else np.ascontiguousarray(quota),
         unlimited=unlimited,
         usage=usage,
         limit=limit,
@@ -119,19 +119,28 @@ def make_view(inputs: Inputs, rows: slice) -> View:
     """The view of groups `rows`, broker-major; ValueError names the array and the first bad value.
 
     Usage and demand must be finite and non-negative for present brokers, a present broker's limit not NaN.
-    The chunks are checked in order, so of several bad values the first in row order is named.
+    The chunks are checked in order, so of several bad values the first in row order is named. The checks
+    are reductions (a minimum and a maximum) wherever every value passes: the masks are built only if not.
     """
     shape = inputs.usage[rows].T.shape
-    present = _transposed("view.present", inputs.present[rows], bool)
-    everyone = bool(present.all())
+    everyone = bool(inputs.present[rows].all())
+    present = scratch("view.present", shape, bool)
+    if everyone:
+        present.fill(True)
+    else:
+        np.copyto(present, inputs.present[rows].T)
     usage = _rates("usage", inputs.usage[rows], present, everyone)
     demand = None if inputs.demand is None else _rates("demand", inputs.demand[rows], present, everyone)
     limit = _transposed("view.limit", inputs.limit[rows], np.float64)
-    if limit.size and np.isnan(limit.min()) and (present & np.isnan(limit)).any():
-        raise ValueError("limit: NaN for a present broker")
-    limited = np.greater_equal(limit, 0.0, out=scratch("view.limited", shape, bool))
-    limited &= np.less(limit, np.inf, out=scratch("view.finite", shape, bool))
-    limited &= present
+    limited = scratch("view.limited", shape, bool)
+    if _all_within(limit, 0.0, np.inf):  # every limit a number: the present brokers' are limited
+        np.copyto(limited, present)
+    else:
+        if (present & np.isnan(limit)).any():
+            raise ValueError("limit: NaN for a present broker")
+        np.greater_equal(limit, 0.0, out=limited)
+        limited &= np.less(limit, np.inf, out=scratch("view.finite", shape, bool))
+        limited &= present
     if not limited.all():
         np.copyto(limit, 0.0, where=~limited)
     n_present = np.full(present.shape[1], float(len(present))) if everyone else broker_sum(present)
@@ -163,6 +172,8 @@ def checked_quota(quota: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     quota = np.asarray(quota, dtype=np.float64)
     if quota.ndim != 1:
         raise ValueError(f"quota: expected shape (G,), got {quota.shape}")
+    if _all_within(quota, 0.0, np.inf):  # no mask to build
+        return quota, np.zeros(quota.shape, dtype=bool)
     if np.isnan(quota).any():
         raise ValueError("quota: must not be NaN (a negative quota means unlimited)")
     return quota, (quota < 0) | (quota == np.inf)
@@ -188,10 +199,15 @@ def _rates(name: str, values: np.ndarray, present: np.ndarray, everyone: bool) -
     rates = _transposed(f"view.{name}", values, np.float64)
     if not everyone:
         np.copyto(rates, 0.0, where=~present)
-    if rates.size and not (rates.min() >= 0 and rates.max() < np.inf):  # a NaN fails both
+    if not _all_within(rates, 0.0, np.inf):
         wrong = rates.T[~((rates.T >= 0) & (np.inf > rates.T))][0]  # the first in row order
         raise ValueError(f"{name}: must be finite and non-negative for present brokers, got {wrong}")
     return rates
+
+
+def _all_within(values: np.ndarray, low: float, above: float) -> bool:
+    """Whether every value is in [low, above) (a NaN is not): two reductions, no temporary."""
+    return values.size == 0 or bool(values.min() >= low and values.max() < above)
 
 
 def finish(new_limit: np.ndarray, view: View, settings: Settings, out: np.ndarray) -> None:
@@ -213,7 +229,8 @@ def finish(new_limit: np.ndarray, view: View, settings: Settings, out: np.ndarra
         np.maximum(new_limit, own - largest_change, out=new_limit, where=anchored)
     if settings.min_share:
         np.maximum(new_limit, settings.min_share * view.equal_share, out=new_limit)
-    np.maximum(new_limit, 0.0, out=new_limit)
+    if new_limit.size and new_limit.min() < 0.0:  # most rules give no negative limit: a reduction, no pass
+        np.maximum(new_limit, 0.0, out=new_limit)
     if view.everyone_present:
         np.minimum(new_limit, view.quota, out=out)  # 0 for unlimited groups, marked -1 below
     else:

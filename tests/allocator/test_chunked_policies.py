@@ -1,4 +1,5 @@
-"""The chunked, broker-major policies and the sorting-network water-filling give what the plain formulations give.
+"""The chunked, broker-major policies and the sorting-network water-filling give what the plain formulations give,
+bit for bit.
 
 The plain formulations are the group-major ones the policies used before: `np.sort` / `np.argsort` along brokers
 over all groups at once. Random views: G from 0 (also non-multiples of the chunk size), B from 1 to 9 (the
@@ -111,3 +112,81 @@ def test_steal_pairs_like_a_stable_argsort(view) -> None:
     stealing = present & (partner > usage)
     expected = np.where(stealing, np.maximum(proportional, partner), new_limit)
     assert_allclose(new_limit, expected, rtol=1e-12)
+
+
+def plain_step(name: str, quota, usage, limit, demand, present, params: dict) -> np.ndarray:
+    """`pip82-proportional`, `pip82-steal`, `fair-share` and `doorman-fair` written out group-major, one formula
+    per line in the order of the documented arithmetic (and `finish` after them): what the scratch-array,
+    broker-major, chunked code must give bit for bit."""
+    knobs = POLICIES[name].settings(params)
+    n_brokers = usage.shape[1]
+    unlimited = (quota < 0) | (quota == np.inf)
+    quota = np.where(unlimited, 0.0, quota)
+    usage = np.where(present, usage, 0.0)
+    limited = present & (limit >= 0) & (limit < np.inf)
+    own = np.where(limited, limit, 0.0)
+    total = np.zeros(len(quota))
+    for b in range(n_brokers):
+        total += usage[:, b]
+    n_present = present.sum(axis=1).astype(np.float64)
+    equal_share = quota / np.maximum(n_present, 1.0)
+    throttled = limited & (usage >= own * (1.0 - knobs.throttle_tolerance))
+    if name.startswith("pip82"):
+        used = total > 0
+        share = usage / np.where(used, total, 1.0)[:, None] * quota[:, None] + np.where(used, 0.0, equal_share)[:, None]
+        if name == "pip82-steal":
+            gap = plain_partner_usage(usage, present) - usage
+            steal = np.where(throttled & (gap > 0), gap * knobs.steal_fraction + usage, 0.0)
+            share = np.maximum(share, steal)
+            excess = np.maximum(share - usage - (quota - total)[:, None], 0.0)
+            share = share - np.where(gap < 0, excess, 0.0)
+    else:
+        wants = np.where(present, demand, 0.0) if demand is not None else usage + np.where(
+            throttled, np.maximum(own * (1.0 + knobs.headroom) - usage, 0.0), 0.0
+        )
+        share = plain_max_min_fair(quota, wants, present)
+    if knobs.smoothing:
+        share = np.where(limited, share * (1.0 - knobs.smoothing) + knobs.smoothing * own, share)
+    if knobs.max_step is not None:
+        largest_change = (knobs.max_step * quota)[:, None]
+        share = np.where(limited, np.minimum(share, own + largest_change), share)
+        share = np.where(limited, np.maximum(share, own - largest_change), share)
+    share = np.maximum(share, knobs.min_share * equal_share[:, None])
+    share = np.minimum(np.maximum(share, 0.0), quota[:, None])
+    return np.where(present, np.where(unlimited[:, None], -1.0, share), 0.0)
+
+
+KNOBS = st.sampled_from(
+    [{}, {"smoothing": 0.3, "max_step": 0.2, "min_share": 0.1}, {"throttle_tolerance": 0.5, "headroom": 2.0}]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    view=views(),
+    name=st.sampled_from(["pip82-proportional", "pip82-steal", "fair-share", "doorman-fair"]),
+    params=KNOBS,
+    steal_fraction=st.sampled_from([0.5, 1.0, 0.0, 0.3]),
+)
+def test_the_optimised_policies_are_their_plain_formulation(view, name: str, params: dict, steal_fraction) -> None:
+    quota, usage, limit, demand, present = view
+    if name == "pip82-steal":
+        params = {key: value for key, value in params.items() if key != "headroom"} | {"steal_fraction": steal_fraction}
+    elif name == "pip82-proportional":
+        params = {key: value for key, value in params.items() if key in ("smoothing", "max_step", "min_share")}
+    usage = np.where(present, usage, np.nan)  # absent entries may hold anything
+    expected = plain_step(name, quota, usage, limit, demand, present, params)
+    assert_array_equal(step(name, quota, usage, limit, demand, present, **params), expected)
+
+
+@pytest.mark.parametrize("name", ["pip82-steal", "fair-share"])
+def test_the_benchmarks_size_gives_the_plain_formulation(name: str) -> None:
+    """5,000 groups x 5 brokers, everyone present (the fast paths), usages tied in a third of the groups."""
+    rng = np.random.default_rng(5)
+    usage = rng.uniform(50.0, 400.0, (5000, 5))
+    usage[::3, 1:3] = usage[::3, :1]
+    limit = usage * rng.uniform(0.97, 1.3, usage.shape)
+    quota = np.full(5000, 1000.0)
+    present = np.ones(usage.shape, dtype=bool)
+    expected = plain_step(name, quota, usage, limit, None, present, {})
+    assert_array_equal(step(name, quota, usage, limit, None, present), expected)

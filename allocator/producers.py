@@ -379,13 +379,14 @@ class ProducerSimulator:
         totals.admitted += acknowledged.sum(axis=1)
 
     def _signal(self, now_s: float, limited: np.ndarray, wait_s: np.ndarray, totals: _Totals) -> None:
-        """ThrottleProducer to each producer its own limiters cut this step, unless a pause is under way.
+        """ThrottleProducer to each producer its own limiters cut this step (or whose connection filled up),
+        unless a pause is under way.
 
         A quota breach asks the client to pause for the limiter's wait; a connection-level breach (broker
-        quota, pending messages, buffer) pauses the connection anyway and tells the client so (pause_for 0). A client that acknowledges within
-        `receipt_wait_s` pauses itself; with a later one (or one without PIP-385, never sent the command) the
-        broker falls back to reading the connection as under pause-connection, until the producer sends a step
-        without being cut."""
+        quota, pending messages, buffer) pauses the connection anyway and tells the client so (pause_for 0).
+        A client that acknowledges within `receipt_wait_s` pauses itself; with a later one (or one without
+        PIP-385, never sent the command) the broker falls back to reading the connection as under
+        pause-connection, until the producer sends a step without being cut."""
         p, receipt_wait_s = self.producers, self.settings.receipt_wait_s
         self._fallback_at[~limited & (self._pause_until <= now_s)] = _NEVER
         told = limited & (self._pause_until <= now_s) & ~np.isfinite(self._fallback_at)

@@ -93,6 +93,7 @@ def quota_figure(per_round: pd.DataFrame, throttled: pd.DataFrame) -> str:
         age.plot(series["round"], series["report_age_mean_s"], **mean_style)
     for reason, series in throttled.groupby("reason"):
         throttle.step(series["round"], series["throttled_s"], where="mid", label=reason)
+    throttle.set_ylim(bottom=0.0)
     breach.set_ylabel("breach age (s)")
     throttle.set_ylabel("throttled (s / round)")
     age.set_ylabel("report age (s)")

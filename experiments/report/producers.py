@@ -1,5 +1,6 @@
-"""The report's producers section (PIP-385): per producer and run, throughput, send latency, time throttled by
-reason and failed sends, as a table and a figure, side by side for the runs (e.g. one per throttle mode).
+"""The report's producers section (PIP-385): per producer and run, throughput, send latency and failed sends
+(one table), the time throttled by each of PIP-385's five reasons (another), and a figure, side by side for the
+runs (e.g. one per throttle mode).
 
 Present only when a run has producer telemetry: the `producers` table (actors/telemetry.py) is empty for a
 run without producers, and absent from runs written before it existed.

@@ -145,7 +145,9 @@ class LogicalBroker:
         self.node.allocate()
         self.allocate_phase_s = time.perf_counter() - started
         assert self.traffic is not None, "allocate_phase before publish_phase"
-        throttled_s = {GROUP_LIMIT: self.traffic.throttled_s}  # the one reason the runtime knows today
+        throttled_s = {GROUP_LIMIT: self.traffic.throttled_s}  # the allocator's aggregate view
+        if self.producers is not None:  # and the producer model's reasons (PIP-385)
+            throttled_s |= self.producers.throttled_s_by_reason(len(self.plan.group_ids))
         self.quota_round = self.quota_tracker.update(
             self.node, self.traffic.usage, self.admitted_limit, throttled_s, t_s, now_s
         )

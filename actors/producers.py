@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from actors.plan import ProducerPlan
-from allocator.producers import REASONS, ProducerSimulator, ThrottleSettings
+from allocator.producers import MIB, REASONS, ProducerSimulator, ThrottleSettings
 
 THROTTLED_COLUMNS = tuple(f"throttled_{reason}_s" for reason in REASONS)
 
@@ -34,6 +34,7 @@ class BrokerProducers:
         self.rates_msgs_per_s = np.zeros(len(plan.topics))
         self._last_t_s: float | None = None
         self._rows: dict[str, np.ndarray] | None = None
+        self._throttled_s = np.zeros((len(plan.topics), len(REASONS)))  # the last round's, per producer
 
     def offered_by_group(self, round_index: int, n_groups: int, interval_s: float) -> np.ndarray:
         """[G] msgs/s the producers offer this round, per group of the broker: their rates (drawn once per
@@ -49,6 +50,7 @@ class BrokerProducers:
         self._last_t_s = t_s
         self.simulator.set_group_limits(limit_per_s, monotonic_s)
         seen = self.simulator.run(self.rates_msgs_per_s, monotonic_s, duration_s)
+        self._throttled_s = seen.throttled_s
         n = len(self.plan.topics)
         self._rows = {
             "round": np.full(n, round_index, dtype=np.int32),
@@ -68,7 +70,16 @@ class BrokerProducers:
             "failed_timeout_msgs": seen.failed_timeout_msgs,
             "failed_queue_full_msgs": seen.failed_queue_full_msgs,
             "pending_msgs": seen.pending_msgs,
+            "connection_pending_max_msgs": seen.connection_pending_max_msgs,
+            "publish_buffer_max_mb": np.full(n, seen.buffer_max_bytes / MIB),
         }
+
+    def throttled_s_by_reason(self, n_groups: int) -> dict[str, np.ndarray]:
+        """[G] per reason: the seconds of the last round the reason held the group's producers on this broker
+        (the longest of them; a connection-level reason holds every group with a producer on the connection)."""
+        by_group = np.zeros((n_groups, len(REASONS)))
+        np.maximum.at(by_group, self.plan.producers.group_row, self._throttled_s)
+        return {reason: by_group[:, index] for index, reason in enumerate(REASONS)}
 
     def take_rows(self, broker_index: int, group_ids: np.ndarray, incarnation: int) -> dict[str, np.ndarray] | None:
         """This round's rows of the `producers` table (once), with the broker and group as integer codes."""

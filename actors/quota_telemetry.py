@@ -7,9 +7,10 @@ run's time or the broker's own clock, passed in: lockstep runs with the same see
 every backend. (The one wall-clock measurement, the allocate phase's duration, is taken by the host and
 written to the `timings` table, which is not compared.)
 
-Throttling is kept per reason, by name, so another mechanism (a connection's pending messages, a topic
-quota, ...) adds its own reason without a new column. Today the runtime knows one reason: `group_limit`, the
-group's local limit (its token bucket) held the producers.
+Throttling is kept per reason, by name, so another mechanism adds its own reason without a new column. The
+runtime knows `group_limit`, the group's local limit (its token bucket) held the group's aggregate traffic;
+and on a broker with producers, the producer model's reasons (`allocator.producers.REASONS`: topic quota,
+resource-group quota, connection pending messages, buffer size, broker quota).
 """
 
 from __future__ import annotations

@@ -126,6 +126,8 @@ PRODUCERS_SCHEMA = pa.schema(
         ("latency_p99_ms", pa.float64()),
         ("throttled_topic_quota_s", pa.float64()),
         ("throttled_resource_group_quota_s", pa.float64()),
+        ("throttled_connection_pending_messages_s", pa.float64()),
+        ("throttled_buffer_size_s", pa.float64()),
         ("throttled_broker_quota_s", pa.float64()),
         ("connection_blocked_s", pa.float64()),
         ("throttle_signals", pa.int32()),
@@ -134,6 +136,8 @@ PRODUCERS_SCHEMA = pa.schema(
         ("failed_timeout_msgs", pa.float64()),
         ("failed_queue_full_msgs", pa.float64()),
         ("pending_msgs", pa.float64()),
+        ("connection_pending_max_msgs", pa.float64()),
+        ("publish_buffer_max_mb", pa.float64()),
         ("incarnation", pa.int32()),
     ]
 )

@@ -27,9 +27,26 @@ throttled only when told (`signal` mode, a client that supports it): a message t
 producer spent more than 80% of the send timeout knowingly throttled fails as throttled
 (`ProducerThrottledException`), any other as a timeout.
 
-Reasons the model raises: topic quota, resource-group quota and broker quota. PIP-385's two other reasons,
-connection pending messages and buffer size, need a model of how long the broker takes to persist a message,
-which this model does not have (an admitted message is persisted at once).
+**Persistence** (what the two connection-level limits need): a message the broker read is pending on the
+broker until it is persisted. Each broker persists at most `persist_bytes_per_s` (its storage's capacity),
+shared among the producers in proportion to the bytes each has waiting (every producer gets the same fraction
+of its waiting messages persisted in a step, oldest first). A message read in a step is persisted in the same
+step when the capacity allows (unlimited, the default: every message is persisted as it is read, nothing is
+ever pending on the broker and the two limits below never bind). The client's send timeout runs until its
+message is persisted; a message that times out while the broker still holds it stays in the broker's
+accounts until persisted (the client has given up; it counts as failed, not as throughput). Two limits act on
+what is pending, as Pulsar's `ServerCnx` and `BrokerService` do:
+
+- `max_pending_per_connection` (Pulsar's `maxPendingPublishRequestsPerConnection`, 1000): the broker reads a
+  connection until that many of its messages are pending, then stops reading it until they are down to half
+  (reason `connection_pending_messages`);
+- `publish_buffer_bytes` (Pulsar's `maxMessagePublishBufferSizeInMB`, half the direct memory: 2048 MiB with
+  the default 4 GiB): when the pending messages of the whole broker fill it, the broker stops reading every
+  connection until they are under half of it (reason `buffer_size`). Pulsar checks the buffer every
+  `messagePublishBufferCheckIntervalInMillis` (100 ms); here every step.
+
+Both are connection-level: under `signal` as under `pause-connection` the connections are paused, and under
+`signal` the producers cut are told (`ThrottleProducer` with `pause_for` 0, PIP-385), so their clients know.
 
 Quantities of messages are fluid (floats), as in `BrokerNode.admit`. No clock: the caller passes the time.
 """
@@ -44,8 +61,12 @@ from allocator.bucket_array import TokenBucketArray
 from allocator.token_bucket import NS_PER_S
 
 MODES = ("pause-connection", "signal")
-REASONS = ("topic_quota", "resource_group_quota", "broker_quota")  # the holders, in this order
-TOPIC, GROUP, BROKER = range(len(REASONS))
+# The holders, in the order of PIP-385's ThrottlingReason
+REASONS = ("topic_quota", "resource_group_quota", "connection_pending_messages", "buffer_size", "broker_quota")
+TOPIC, GROUP, PENDING, BUFFER, BROKER = range(len(REASONS))
+QUOTAS = [TOPIC, GROUP, BROKER]  # token buckets: hold until they refill
+CONNECTION_LEVEL = [PENDING, BUFFER, BROKER]  # pause the connection in both modes (PIP-385)
+MIB = 1024 * 1024
 THROTTLED_FAILURE_FRACTION = 0.8  # PIP-385: a timeout after this much of the send timeout throttled
 _NEVER = np.inf
 _TINY_RATE = 1e-9  # tokens/s of a limit of 0 (a bucket's rate must be > 0)
@@ -58,6 +79,9 @@ class ThrottleSettings:
     step_s: float = 0.01
     receipt_wait_s: float = 0.1  # Pulsar's throttleProducerReceiptWaitTimeMillis
     broker_msgs_per_s: float = np.inf  # the broker's own publish rate; inf: none
+    persist_bytes_per_s: float = np.inf  # the broker's persistence capacity; inf: persisted as read
+    max_pending_per_connection: float = 1000.0  # Pulsar's maxPendingPublishRequestsPerConnection; inf: none
+    publish_buffer_bytes: float = 2048.0 * MIB  # Pulsar's maxMessagePublishBufferSizeInMB; inf: none
 
 
 @dataclass(frozen=True)
@@ -82,7 +106,7 @@ class ProducerRound:
 
     duration_s: float  # the time stepped: whole steps, the nearest to the duration asked for
     offered_msgs: np.ndarray  # messages the application tried to send
-    admitted_msgs: np.ndarray  # messages the broker read and persisted
+    admitted_msgs: np.ndarray  # messages the broker read and persisted within their send timeout
     latency_p50_s: np.ndarray  # send latency of the messages admitted (NaN if none)
     latency_p99_s: np.ndarray
     throttled_s: np.ndarray  # [P, len(REASONS)]: time its messages waited for its own limiter of that reason
@@ -93,7 +117,9 @@ class ProducerRound:
     failed_throttled_msgs: np.ndarray  # timed out after > 80% of the send timeout knowingly throttled
     failed_timeout_msgs: np.ndarray  # any other send timeout
     failed_queue_full_msgs: np.ndarray  # sends refused because `max_pending` messages were pending
-    pending_msgs: np.ndarray  # at the end
+    pending_msgs: np.ndarray  # at the end: waiting to be read or persisted (the client's pending queue)
+    connection_pending_max_msgs: np.ndarray  # the most messages of its connection pending on the broker at once
+    buffer_max_bytes: float  # the most bytes pending on the broker at once
 
 
 class ProducerSimulator:
@@ -123,6 +149,10 @@ class ProducerSimulator:
         # pending[p, a]: messages created `a` steps ago; known_s[p, a]: the producer's knowingly throttled time
         # when they were created (the 80% rule compares it with the time at which they fail)
         self._pending = np.zeros((n, len(self._ages)))
+        self._in_flight = np.zeros((n, len(self._ages)))  # read, not yet persisted, by age (as `_pending`)
+        self._given_up = np.zeros(n)  # read, not yet persisted, past their send timeout (the client failed them)
+        self._bytes = producers.msg_bytes
+        self._persisted_as_read = not np.isfinite(settings.persist_bytes_per_s)
         self._known_at_creation = np.zeros((n, len(self._ages)))
         self._known_throttled_s = np.zeros(n)
         self._carry = np.zeros(n)  # the fraction of a message not yet created
@@ -140,8 +170,18 @@ class ProducerSimulator:
         self._wait_s = None  # the waits change with the rates
 
     def pending_msgs(self) -> np.ndarray:
-        """[P] messages waiting in each producer's pending queue."""
+        """[P] messages waiting to be read by the broker."""
         return self._pending.sum(axis=1)
+
+    def connection_pending_msgs(self) -> np.ndarray:
+        """[C] messages of each connection read and not yet persisted (what `max_pending_per_connection`
+        bounds)."""
+        held = self._in_flight.sum(axis=1) + self._given_up
+        return np.bincount(self.producers.connection, weights=held, minlength=self.n_connections)
+
+    def buffer_bytes(self) -> float:
+        """Bytes read by the broker and not yet persisted (what `publish_buffer_bytes` bounds)."""
+        return float(((self._in_flight.sum(axis=1) + self._given_up) * self._bytes).sum())
 
     def run(self, rate_msgs_per_s: np.ndarray, start_s: float, duration_s: float) -> ProducerRound:
         """Step the producers over `[start_s, start_s + duration_s)` at their rates (msgs/s, [P])."""
@@ -151,7 +191,8 @@ class ProducerSimulator:
         rate = np.asarray(rate_msgs_per_s, dtype=np.float64)
         for index in range(n_steps):
             self._one_step(rate, start_s + index * self.settings.step_s, totals)
-        return totals.result(n_steps * self.settings.step_s, self._age_s, self._pending.sum(axis=1))
+        unacknowledged = self._pending.sum(axis=1) + self._in_flight.sum(axis=1)
+        return totals.result(n_steps * self.settings.step_s, self._age_s, unacknowledged)
 
     # -- one step ----------------------------------------------------------------------------------
 
@@ -165,12 +206,12 @@ class ProducerSimulator:
         byte_order = self._byte_order_connections(now_s)
         connection_paused = self._connections_paused(held, byte_order)
         paused = connection_paused[p.connection] | signal_paused
-        own_fractions = self._own_fractions(now_ns)  # [P, R]
+        own_fractions = self._own_fractions(now_ns, paused)  # [P, R]
         own_fraction = np.where(paused, 0.0, own_fractions.min(axis=1))
         per_connection = np.ones(self.n_connections)
         np.minimum.at(per_connection, p.connection, np.where(has_pending, own_fraction, 1.0))
         read_fraction = np.where(byte_order[p.connection], per_connection[p.connection], own_fraction)
-        self._read(read_fraction, now_ns, totals)
+        self._read(read_fraction, now_ns)
 
         # Accounting: a step not read is the producer's own throttling (by reason) or its connection's
         own_held = paused & held
@@ -187,13 +228,19 @@ class ProducerSimulator:
         if self.settings.mode == "signal":  # only a client that is told knows it is throttled
             self._known_throttled_s += np.where(np.isfinite(p.receipt_s), own_s, 0.0)
         self._hold_dry_limiters(now_ns)
+        full_before = self._held[:, [PENDING, BUFFER]].any(axis=1)
+        self._hold_full_connections(totals)
+        self._persist(totals)
         self._wait_s = self._throttle_wait_s(now_ns)
-        if self.settings.mode == "signal":
-            limited = has_pending & ~paused & (own_fraction < 1.0)
+        if self.settings.mode == "signal":  # those cut this step, and those whose connection is now full
+            full_now = self._held[:, [PENDING, BUFFER]].any(axis=1) & ~full_before
+            limited = (has_pending & ~paused & (own_fraction < 1.0)) | full_now
             self._signal(now_s, limited, self._wait_s, totals)
 
     def _release_holds(self, now_ns: int) -> np.ndarray:
-        """Let go of the holds whose limiter refilled; returns each holder's remaining wait [P, R] in seconds.
+        """Let go of the holds whose limiter refilled, and of the connections whose pending messages are down
+        to half their limit; returns each holder's remaining wait [P, R] in seconds (a connection-level hold
+        on pending messages waits `inf`: until they are persisted).
 
         Nothing is consumed between the end of a step and the start of the next, so a wait shrinks by the
         step exactly; it is computed afresh after new limits."""
@@ -201,27 +248,35 @@ class ProducerSimulator:
             wait_s = self._throttle_wait_s(now_ns)
         else:
             wait_s = np.maximum(self._wait_s - self.settings.step_s, 0.0)
-        self._held &= wait_s > 1e-12
+        self._held[:, QUOTAS] &= wait_s[:, QUOTAS] > 1e-12
+        settings = self.settings
+        drained = self.connection_pending_msgs() <= settings.max_pending_per_connection / 2
+        self._held[drained[self.producers.connection], PENDING] = False
+        if self.buffer_bytes() < settings.publish_buffer_bytes / 2:
+            self._held[:, BUFFER] = False
+        wait_s[:, [PENDING, BUFFER]] = np.where(self._held[:, [PENDING, BUFFER]], np.inf, 0.0)
         return wait_s
 
     def _age_and_create(self, rate: np.ndarray, totals: _Totals) -> None:
-        """Messages one step older (those past the send timeout fail), then this step's new messages."""
-        pending, known = self._pending, self._known_at_creation
-        pending[:, 1:] = pending[:, :-1].copy()
-        known[:, 1:] = known[:, :-1].copy()
-        pending[:, 0] = 0.0
+        """Messages one step older (those past the send timeout fail: unread ones are dropped, read ones stay
+        on the broker until persisted), then this step's new messages."""
+        pending, in_flight, known = self._pending, self._in_flight, self._known_at_creation
+        for ages in (pending, in_flight, known):
+            ages[:, 1:] = ages[:, :-1].copy()
+        pending[:, 0] = in_flight[:, 0] = 0.0
         expired = self._ages[None, :] >= self.timeout_steps[:, None]
         if expired.any():
             throttled_s = self._known_throttled_s[:, None] - known
             as_throttled = fails_as_throttled(throttled_s, self.producers.send_timeout_s[:, None])
-            failing = np.where(expired, pending, 0.0)
+            failing = np.where(expired, pending + in_flight, 0.0)
             totals.failed_throttled += np.where(as_throttled, failing, 0.0).sum(axis=1)
             totals.failed_timeout += np.where(as_throttled, 0.0, failing).sum(axis=1)
-            pending[expired] = 0.0
+            self._given_up += np.where(expired, in_flight, 0.0).sum(axis=1)
+            pending[expired] = in_flight[expired] = 0.0
         wanted = rate * self.settings.step_s + self._carry
         created = np.floor(wanted)
         self._carry = wanted - created
-        room = np.maximum(self.producers.max_pending - pending.sum(axis=1), 0.0)
+        room = np.maximum(self.producers.max_pending - pending.sum(axis=1) - in_flight.sum(axis=1), 0.0)
         accepted = np.minimum(created, room)
         totals.offered += created
         totals.failed_queue_full += created - accepted
@@ -239,17 +294,19 @@ class ProducerSimulator:
 
     def _connections_paused(self, held: np.ndarray, byte_order: np.ndarray) -> np.ndarray:
         """bool[C]: connections the broker does not read this step: one read in byte order while a producer on
-        it with messages to send is held, any connection while the broker quota holds."""
+        it with messages to send is held, any connection while a connection-level limit holds it."""
         p = self.producers
-        pausing = held & (byte_order[p.connection] | self._held[:, BROKER])
+        pausing = held & (byte_order[p.connection] | self._held[:, CONNECTION_LEVEL].any(axis=1))
         paused = np.zeros(self.n_connections, dtype=bool)
         paused[p.connection[pausing]] = True
         return paused
 
-    def _own_fractions(self, now_ns: int) -> np.ndarray:
+    def _own_fractions(self, now_ns: int, paused: np.ndarray) -> np.ndarray:
         """[P, R] the fraction of its pending each of a producer's limiters lets through now: a group's (and
-        the broker's) tokens shared in proportion to what is pending."""
-        p, pending = self.producers, self._pending.sum(axis=1)
+        the broker's) tokens shared in proportion to what is pending; then the room left under the pending
+        limits (a connection's, the broker's buffer), shared in proportion to what the quotas let through of
+        the producers not paused."""
+        p, pending, settings = self.producers, self._pending.sum(axis=1), self.settings
         fractions = np.ones((len(p), len(REASONS)))
         fractions[:, TOPIC] = _fraction(self._topic_bucket.available(now_ns), pending)
         for index, bucket in enumerate(self._group_buckets):
@@ -257,17 +314,27 @@ class ProducerSimulator:
             group = _fraction(bucket.available(now_ns), wanted)[p.group_row]
             fractions[:, GROUP] = np.minimum(fractions[:, GROUP], group)
         fractions[:, BROKER] = _fraction(self._broker_bucket.available(now_ns)[0], pending.sum())
+        if self._persisted_as_read:
+            return fractions
+        # a cap's column is the fraction of the pending it lets through after the quotas (1 where it does not cut)
+        quotas = fractions[:, QUOTAS].min(axis=1)
+        sending = np.where(paused, 0.0, pending * quotas)
+        room = np.maximum(settings.max_pending_per_connection - self.connection_pending_msgs(), 0.0)
+        connection_cut = _fraction(room, np.bincount(p.connection, weights=sending, minlength=self.n_connections))
+        connection_cut = connection_cut[p.connection]
+        buffer_room = max(settings.publish_buffer_bytes - self.buffer_bytes(), 0.0)
+        buffer_cut = _fraction(buffer_room, (sending * connection_cut * self._bytes).sum())
+        fractions[:, PENDING] = np.where(connection_cut < 1.0, quotas * connection_cut, 1.0)
+        fractions[:, BUFFER] = np.where(buffer_cut < 1.0, quotas * connection_cut * buffer_cut, 1.0)
         return fractions
 
-    def _read(self, read_fraction: np.ndarray, now_ns: int, totals: _Totals) -> None:
-        """Read `read_fraction` of each producer's pending messages, oldest first, through the limiters."""
-        pending = self._pending
-        take = pending.sum(axis=1) * read_fraction
-        older_or_same = np.cumsum(pending[:, ::-1], axis=1)[:, ::-1]  # messages at this age or older
-        drained = np.clip(take[:, None] - (older_or_same - pending), 0.0, pending)
-        pending -= drained
-        totals.latency_histogram += drained
-        totals.admitted += take
+    def _read(self, read_fraction: np.ndarray, now_ns: int) -> None:
+        """Read `read_fraction` of each producer's pending messages, oldest first, through the limiters: they
+        are now pending on the broker until persisted."""
+        take = self._pending.sum(axis=1) * read_fraction
+        drained = _oldest_first(self._pending, take)
+        self._pending -= drained
+        self._in_flight += drained
         p = self.producers
         for index, bucket in enumerate(self._group_buckets):
             bucket.consume(np.bincount(p.group_row, weights=take * self._cost[:, index], minlength=len(bucket)), now_ns)
@@ -281,21 +348,52 @@ class ProducerSimulator:
         self._held[:, GROUP] |= group_dry[self.producers.group_row]
         self._held[:, BROKER] |= self._broker_bucket.available(now_ns)[0] <= _EMPTY
 
-    def _signal(self, now_s: float, limited: np.ndarray, wait_s: np.ndarray, totals: _Totals) -> None:
-        """ThrottleProducer to each producer its own limiters cut this step, unless a pause is under way.
+    def _hold_full_connections(self, totals: _Totals) -> None:
+        """A connection whose pending messages reached the limit is held (until they are down to half, see
+        `_release_holds`); every connection is, when the broker's pending bytes fill its buffer."""
+        if self._persisted_as_read:  # nothing waits on the broker
+            return
+        settings, connection = self.settings, self.producers.connection
+        pending = self.connection_pending_msgs()
+        buffer_bytes = self.buffer_bytes()
+        totals.connection_pending_max = np.maximum(totals.connection_pending_max, pending[connection])
+        totals.buffer_max_bytes = max(totals.buffer_max_bytes, buffer_bytes)
+        full = pending >= settings.max_pending_per_connection * (1 - 1e-9)
+        self._held[full[connection], PENDING] = True
+        if buffer_bytes >= settings.publish_buffer_bytes * (1 - 1e-9):
+            self._held[:, BUFFER] = True
 
-        A quota breach asks the client to pause for the limiter's wait; a broker-quota breach pauses the
-        connection anyway and tells the client so (pause_for 0). A client that acknowledges within
-        `receipt_wait_s` pauses itself; with a later one (or one without PIP-385, never sent the command) the
-        broker falls back to reading the connection as under pause-connection, until the producer sends a step
-        without being cut."""
+    def _persist(self, totals: _Totals) -> None:
+        """Persist what the broker holds, up to its capacity for a step: every producer the same fraction of
+        its waiting messages (capacity shared in proportion to the bytes waiting), given-up ones first, then
+        the oldest. A message persisted within its send timeout is acknowledged: throughput, and its latency."""
+        in_flight, given_up = self._in_flight, self._given_up
+        waiting = in_flight.sum(axis=1) + given_up
+        capacity_bytes = self.settings.persist_bytes_per_s * self.settings.step_s
+        served = waiting * _fraction(capacity_bytes, (waiting * self._bytes).sum())
+        from_given_up = np.minimum(given_up, served)
+        self._given_up = given_up - from_given_up
+        acknowledged = _oldest_first(in_flight, served - from_given_up)
+        in_flight -= acknowledged
+        totals.latency_histogram += acknowledged
+        totals.admitted += acknowledged.sum(axis=1)
+
+    def _signal(self, now_s: float, limited: np.ndarray, wait_s: np.ndarray, totals: _Totals) -> None:
+        """ThrottleProducer to each producer its own limiters cut this step (or whose connection filled up),
+        unless a pause is under way.
+
+        A quota breach asks the client to pause for the limiter's wait; a connection-level breach (broker
+        quota, pending messages, buffer) pauses the connection anyway and tells the client so (pause_for 0).
+        A client that acknowledges within `receipt_wait_s` pauses itself; with a later one (or one without
+        PIP-385, never sent the command) the broker falls back to reading the connection as under
+        pause-connection, until the producer sends a step without being cut."""
         p, receipt_wait_s = self.producers, self.settings.receipt_wait_s
         self._fallback_at[~limited & (self._pause_until <= now_s)] = _NEVER
         told = limited & (self._pause_until <= now_s) & ~np.isfinite(self._fallback_at)
         supported = np.isfinite(p.receipt_s)
         totals.signals += told & supported
         reason = np.argmax(np.where(self._held, wait_s, -1.0), axis=1)
-        quota_breach = reason != BROKER
+        quota_breach = (reason == TOPIC) | (reason == GROUP)
         pause_for_s = np.where(quota_breach, np.maximum(wait_s.max(axis=1), self.settings.step_s), 0.0)
         self._signal_reason = np.where(told, reason, self._signal_reason)
         self._pause_from = np.where(told & supported, now_s + p.receipt_s, self._pause_from)
@@ -314,6 +412,7 @@ class ProducerSimulator:
         group_wait_s = np.max([bucket.throttle_duration_s(now_ns) for bucket in self._group_buckets], axis=0)
         wait_s[:, GROUP] = group_wait_s[self.producers.group_row]
         wait_s[:, BROKER] = self._broker_bucket.throttle_duration_s(now_ns)[0]
+        wait_s[:, [PENDING, BUFFER]] = np.where(self._held[:, [PENDING, BUFFER]], np.inf, 0.0)
         return wait_s
 
 
@@ -331,6 +430,8 @@ class _Totals:
         self.failed_throttled = np.zeros(n)
         self.failed_timeout = np.zeros(n)
         self.failed_queue_full = np.zeros(n)
+        self.connection_pending_max = np.zeros(n)
+        self.buffer_max_bytes = 0.0
 
     def result(self, duration_s: float, age_s: np.ndarray, pending: np.ndarray) -> ProducerRound:
         return ProducerRound(
@@ -347,6 +448,8 @@ class _Totals:
             failed_timeout_msgs=self.failed_timeout,
             failed_queue_full_msgs=self.failed_queue_full,
             pending_msgs=pending,
+            connection_pending_max_msgs=self.connection_pending_max,
+            buffer_max_bytes=self.buffer_max_bytes,
         )
 
 
@@ -363,6 +466,12 @@ def histogram_quantile(counts: np.ndarray, values: np.ndarray, q: float) -> np.n
     total = cumulative[:, -1] if counts.shape[1] else np.zeros(len(counts))
     first = np.argmax(cumulative >= (q * total)[:, None] - 1e-12 * total[:, None], axis=1)
     return np.where(total > 0, values[first], np.nan)
+
+
+def _oldest_first(ages: np.ndarray, take: np.ndarray) -> np.ndarray:
+    """[P, A] the messages `take[P]` removes from each row of `ages[P, A]` (by age, oldest last), oldest first."""
+    older_or_same = np.cumsum(ages[:, ::-1], axis=1)[:, ::-1]  # messages at this age or older
+    return np.clip(take[:, None] - (older_or_same - ages), 0.0, ages)
 
 
 def _fraction(tokens: np.ndarray | float, wanted: np.ndarray | float) -> np.ndarray:

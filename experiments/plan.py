@@ -37,7 +37,7 @@ from allocator import policies
 from allocator.broker_node import NodeSettings
 from allocator.codec import DIMENSIONS
 from allocator.fallback import FallbackSettings
-from allocator.producers import ProducerSet, ThrottleSettings
+from allocator.producers import MIB, ProducerSet, ThrottleSettings
 from allocator.ramped_pool import GroupRamp
 from allocator.routing import TOPIC_DTYPE, Routes
 from allocator.signing import PublicKeys, Signer
@@ -261,8 +261,16 @@ def _throttle(scenario: Scenario) -> ThrottleSettings | None:
         mode=spec.mode,
         step_s=spec.step_ms / 1000,
         receipt_wait_s=spec.receipt_wait_ms / 1000,
-        broker_msgs_per_s=np.inf if spec.broker_msgs_per_s < 0 else spec.broker_msgs_per_s,
+        broker_msgs_per_s=_or_inf(spec.broker_msgs_per_s),
+        persist_bytes_per_s=_or_inf(spec.persist_bytes_per_s),
+        max_pending_per_connection=_or_inf(spec.max_pending_per_connection),
+        publish_buffer_bytes=_or_inf(spec.publish_buffer_mb) * MIB,
     )
+
+
+def _or_inf(value: float) -> float:
+    """A scenario's number that may be 'unlimited' (stored as -1.0): inf when it is."""
+    return np.inf if value < 0 else value
 
 
 def _producers_on(scenario: Scenario, broker: str) -> list[tuple[str, ProducerSpec]]:
@@ -291,7 +299,7 @@ def _producer_plan(scenario: Scenario, broker: BrokerSpec, group_ids: np.ndarray
             send_timeout_s=np.array([p.send_timeout_ms / 1000 for p in producers]),
             max_pending=np.array([p.max_pending for p in producers], dtype=np.float64),
             msg_bytes=msg_bytes,
-            topic_msgs_per_s=np.array([np.inf if p.topic_msgs_per_s < 0 else p.topic_msgs_per_s for p in producers]),
+            topic_msgs_per_s=np.array([_or_inf(p.topic_msgs_per_s) for p in producers]),
             receipt_s=np.array([receipt_s[name] for name, _ in on_broker]),
         ),
         workload=Workload(rates, msg_bytes, np.full(len(producers), broker.join_at, dtype=np.int64), profiles),

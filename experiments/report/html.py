@@ -252,6 +252,7 @@ def _quota_section(run_id: str, quota: quota_telemetry.QuotaTelemetry) -> str:
             html_table(["group", "throttled by", "events", "seconds"], reason_rows, text_columns=2)
             if reason_rows
             else '<p class="note">No throttling.</p>',
+            _REASONS_NOTE if set(reasons["reason"]) - {"group_limit"} else "",
             f'<p class="note">{escape(timing_note)}</p>',
             img_tag(
                 quota_telemetry.quota_figure(of_run(quota.per_round), of_run(quota.throttled_per_round)),
@@ -259,6 +260,14 @@ def _quota_section(run_id: str, quota: quota_telemetry.QuotaTelemetry) -> str:
             ),
         ]
     )
+
+
+_REASONS_NOTE = (
+    '<p class="note">group_limit: the group\'s local limit held its aggregate traffic on the broker (the '
+    "allocator's view). The other reasons come from the producer model (PIP-385): the seconds the longest held "
+    "of the group's producers on the broker waited for that reason. Two views of the same throttling: they need "
+    "not add up.</p>"
+)
 
 
 def _number(value: Any) -> float | None:

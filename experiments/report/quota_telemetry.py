@@ -91,8 +91,12 @@ def quota_figure(per_round: pd.DataFrame, throttled: pd.DataFrame) -> str:
         line = age.plot(series["round"], series["report_age_max_s"], linewidth=1, label=f"{group} oldest")[0]
         mean_style = {"linewidth": 0.8, "ls": "--", "color": line.get_color(), "label": f"{group} mean"}
         age.plot(series["round"], series["report_age_mean_s"], **mean_style)
+    rounds = sorted(per_round["round"].unique())
     for reason, series in throttled.groupby("reason"):
-        throttle.step(series["round"], series["throttled_s"], where="mid", label=reason)
+        # a round without a row for the reason was not throttled by it: 0, not the last value carried over
+        seconds = series.set_index("round")["throttled_s"].reindex(rounds, fill_value=0.0)
+        throttle.step(rounds, seconds, where="mid", label=reason)
+    throttle.set_ylim(bottom=0.0)
     breach.set_ylabel("breach age (s)")
     throttle.set_ylabel("throttled (s / round)")
     age.set_ylabel("report age (s)")

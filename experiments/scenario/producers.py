@@ -1,7 +1,8 @@
 """The `throttle` and `clients` sections: producers on connections and how brokers throttle them (PIP-385).
 
 ```yaml
-throttle: {mode: signal, step_ms: 10, receipt_wait_ms: 100, broker_msgs_per_s: unlimited}
+throttle: {mode: signal, step_ms: 10, receipt_wait_ms: 100, broker_msgs_per_s: unlimited,
+           persist_bytes_per_s: unlimited, max_pending_per_connection: 1000, publish_buffer_mb: 2048}
 clients:
   - name: app-1
     throttle_signal: true      # the client understands ThrottleProducer (PIP-385)
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from actors.workload import MAX_RATE
 from allocator.producers import MODES
 from experiments import checks
 from experiments.scenario import converter, sections
@@ -22,7 +24,16 @@ from experiments.scenario.spec import ClientSpec, ProducerSpec, ThrottleSpec
 
 MAX_PRODUCERS = 1000  # in a scenario: the producer model keeps a [producers, send timeout / step] array per broker
 MAX_TIMEOUT_STEPS = 6000  # a send timeout of at most this many time steps (60 s at the default 10 ms)
-_UNLIMITED_FIELDS = {ThrottleSpec: "broker_msgs_per_s", ProducerSpec: "topic_msgs_per_s"}
+# Fields that may be 'unlimited' (stored as -1.0): the range of a number (None: a rate, `sections.rate_or_unlimited`)
+_UNLIMITED_FIELDS: dict[type, dict[str, checks.Range | None]] = {
+    ThrottleSpec: {
+        "broker_msgs_per_s": None,
+        "persist_bytes_per_s": checks.Range(0, low_open=True, cap=MAX_RATE),
+        "max_pending_per_connection": checks.Range(1, cap=10**9),
+        "publish_buffer_mb": checks.Range(0, low_open=True, cap=10**9),
+    },
+    ProducerSpec: {"topic_msgs_per_s": None},
+}
 _RULES: dict[type, dict[str, Any]] = {
     ThrottleSpec: {
         "mode": MODES,
@@ -85,9 +96,24 @@ def _producer(raw: Any, key: str, context: sections.Context, step_ms: float) -> 
 
 
 def _fields(cls: type, body: dict[str, Any], key: str) -> dict[str, Any]:
-    """The plain fields of `cls` in `body`, and its rate that may be 'unlimited'."""
-    rate_field = _UNLIMITED_FIELDS.get(cls)
-    plain = converter.plain_fields(cls, {k: v for k, v in body.items() if k != rate_field}, key, _RULES[cls])
-    if rate_field in body:
-        plain[rate_field] = sections.rate_or_unlimited(body[rate_field], checks.at(key, rate_field))
+    """The plain fields of `cls` in `body`, and those that may be 'unlimited'."""
+    unlimited = _UNLIMITED_FIELDS.get(cls, {})
+    plain = converter.plain_fields(cls, {k: v for k, v in body.items() if k not in unlimited}, key, _RULES[cls])
+    for name, rule in unlimited.items():
+        if name in body:
+            plain[name] = _number_or_unlimited(body[name], checks.at(key, name), rule)
     return plain
+
+
+def _number_or_unlimited(value: Any, key: str, rule: checks.Range | None) -> float:
+    """A number in `rule` or 'unlimited' (-1.0); a rate when `rule` is None."""
+    if rule is None:
+        return sections.rate_or_unlimited(value, key)
+    if value == sections.UNLIMITED:
+        return -1.0
+    if isinstance(value, bool) or not isinstance(value, int | float) or value not in rule:
+        problem = rule.problem(value) if isinstance(value, int | float) and not isinstance(value, bool) else ""
+        raise checks.FieldError(
+            key, f"{problem or f'must be a number {rule}'} or '{sections.UNLIMITED}', got {checks.show(value)}"
+        )
+    return float(value)

@@ -169,6 +169,9 @@ class ThrottleSpec:
     step_ms: float = 10.0  # the producers' time step within a round
     receipt_wait_ms: float = 100.0  # Pulsar's throttleProducerReceiptWaitTimeMillis
     broker_msgs_per_s: float = -1.0  # the broker's own publish rate, 'unlimited' (stored as -1.0)
+    persist_bytes_per_s: float = -1.0  # the broker's persistence capacity, 'unlimited': persisted as read
+    max_pending_per_connection: float = 1000.0  # Pulsar's maxPendingPublishRequestsPerConnection, or 'unlimited'
+    publish_buffer_mb: float = 2048.0  # Pulsar's maxMessagePublishBufferSizeInMB (MiB), or 'unlimited'
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from allocator.producers import (
+    BUFFER,
     GROUP,
+    MIB,
     MODES,
+    PENDING,
+    REASONS,
+    TOPIC,
     ProducerRound,
     ProducerSet,
     ProducerSimulator,
@@ -150,10 +155,14 @@ def test_the_80_percent_rule_at_its_boundary():
     groups=st.lists(st.integers(0, 2), min_size=4, max_size=4),
     topic_rate=st.sampled_from([np.inf, 50.0]),
     receipt_s=st.sampled_from([0.001, 0.5, np.inf]),
+    persist_bytes_per_s=st.sampled_from([np.inf, 300_000.0]),
+    max_pending_per_connection=st.sampled_from([1000.0, 40.0]),
+    publish_buffer_bytes=st.sampled_from([2048.0 * MIB, 60_000.0]),
 )
 def test_admitted_never_above_the_buckets_and_no_message_is_lost(
-    mode, limits, rates, connections, groups, topic_rate, receipt_s
+    mode, limits, rates, connections, groups, topic_rate, receipt_s, **pending_limits
 ):
+    """... and what is pending on the broker never above its limits."""
     n_groups = len(limits)
     group_row = np.array(groups) % n_groups
     connection = np.array(connections)
@@ -168,7 +177,10 @@ def test_admitted_never_above_the_buckets_and_no_message_is_lost(
         max_pending=np.array([10.0, 100.0, 1000.0, 1000.0]),
     )
     rounds = 3
-    seen = simulate(mode, producer_set, limits, rates, rounds=rounds)
+    seen = simulate(mode, producer_set, limits, rates, rounds=rounds, **pending_limits)
+    for round_ in seen:
+        assert np.all(round_.connection_pending_max_msgs <= pending_limits["max_pending_per_connection"] + 1e-6)
+        assert round_.buffer_max_bytes <= pending_limits["publish_buffer_bytes"] + 1e-6
     admitted = sum(round_.admitted_msgs for round_ in seen)
     per_group = np.bincount(group_row, weights=admitted, minlength=n_groups)
     # a bucket starts full (one second's worth) and refills at the limit
@@ -178,6 +190,86 @@ def test_admitted_never_above_the_buckets_and_no_message_is_lost(
     offered = sum(round_.offered_msgs for round_ in seen)
     np.testing.assert_allclose(offered, admitted + failed + seen[-1].pending_msgs, atol=1e-6)
     assert np.all(seen[-1].pending_msgs <= producer_set.max_pending + 1e-9)
+
+
+# Slow persistence: the broker persists 2000 msgs/s of 1000 bytes; one connection offers 3000 msgs/s
+SLOW = {"persist_bytes_per_s": 2000 * 1000.0}
+FLOOD, MODEST = 0, 1
+
+
+def test_a_connection_offering_more_than_the_broker_persists_is_held_at_its_pending_limit():
+    """Pending on the broker stays under maxPendingPublishRequestsPerConnection, reaches it, and the reason is
+    `connection_pending_messages`, for that connection only: the other one (100 msgs/s) keeps flowing."""
+    two = producers(group_row=np.array([0, 1]), connection=np.array([0, 1]), send_timeout_s=np.full(2, 30.0))
+    for mode in MODES:
+        seen = simulate(mode, two, limits=[1e6, 1e6], rates=[3000.0, 100.0], rounds=4, **SLOW)
+        for round_ in seen[1:]:
+            assert round_.connection_pending_max_msgs[FLOOD] <= 1000.0 + 1e-6, mode
+            assert round_.connection_pending_max_msgs[FLOOD] >= 999.0, mode
+            assert round_.throttled_s[FLOOD, PENDING] > 0.2, mode
+            others = [index for index in range(len(REASONS)) if index != PENDING]
+            assert round_.throttled_s[FLOOD, others].sum() == 0.0, mode
+            assert round_.throttled_s[MODEST].sum() == 0.0 and round_.connection_blocked_s[MODEST] == 0.0, mode
+            assert round_.admitted_msgs[MODEST] == pytest.approx(100.0, abs=5.0), mode  # its share of persistence
+            assert round_.connection_pending_max_msgs[MODEST] < 200.0, mode
+            # the broker persists at capacity: the flood gets what the modest producer leaves
+            assert round_.admitted_msgs.sum() == pytest.approx(2000.0, rel=0.02), mode
+        told = sum(round_.signals[FLOOD] for round_ in seen)
+        assert (told > 0) == (mode == "signal") and sum(r.fallbacks.sum() for r in seen) == 0, mode
+
+
+def test_a_held_connection_is_read_again_only_once_its_pending_messages_are_down_to_half():
+    sim = ProducerSimulator(producers(1), 1, np.array([False]), ThrottleSettings("signal", STEP_S, **SLOW))
+    sim.set_group_limits(np.array([[1e6]]), 0.0)
+    pending = []
+    for index in range(300):
+        sim.run(np.array([3000.0]), index * STEP_S, STEP_S)
+        pending.append(sim.connection_pending_msgs()[0])
+    first_full = next(index for index, value in enumerate(pending) if value >= 1000.0 - 20.0 - 1e-6)  # 1 step served
+    after = np.array(pending[first_full:])
+    assert after.max() <= 1000.0 + 1e-6
+    assert after.min() <= 500.0 + 1e-6  # drained to half before reading resumed (no reading at the limit)
+    assert after.min() >= 500.0 - 20.0 - 1e-6  # and no lower than a step's persistence below it
+
+
+def test_the_publish_buffer_holds_every_connection_until_it_is_half_empty():
+    """Two connections of 10 KB messages, 100 msgs/s each, a broker persisting 1 MB/s and a 1 MiB buffer: the
+    buffer (105 messages) binds before any connection's 1000 pending messages; both are held, `buffer_size`."""
+    big = producers(group_row=np.array([0, 1]), connection=np.array([0, 1]), msg_bytes=np.full(2, 10_000.0))
+    settings = {"persist_bytes_per_s": 1e6, "publish_buffer_bytes": 1.0 * MIB}
+    sim = ProducerSimulator(big, 2, np.array([False]), ThrottleSettings("signal", STEP_S, **settings))
+    sim.set_group_limits(np.array([[1e6], [1e6]]), 0.0)
+    buffer, seen = [], []
+    for index in range(300):
+        seen.append(sim.run(np.array([100.0, 100.0]), index * STEP_S, STEP_S))
+        buffer.append(sim.buffer_bytes())
+    assert max(r.buffer_max_bytes for r in seen) <= MIB + 1e-3
+    assert max(r.buffer_max_bytes for r in seen) >= MIB - 10_000.0
+    throttled = sum(r.throttled_s for r in seen)
+    assert np.all(throttled[:, BUFFER] > 0.3) and np.all(throttled[:, PENDING] == 0.0)
+    assert sum(r.signals for r in seen).min() > 0  # both clients were told why
+    first_full = next(i for i, r in enumerate(seen) if r.buffer_max_bytes >= MIB - 10_000.0)
+    assert min(buffer[first_full:]) <= MIB / 2 + 1e-3  # read again only under half of the buffer
+    admitted = sum(r.admitted_msgs for r in seen[100:])  # over the last 2 s
+    assert admitted.sum() == pytest.approx(2.0 * 100.0, rel=0.05)  # persisted at capacity: 1 MB/s, 100 msgs/s
+
+
+def test_under_signal_a_topic_quota_breach_spares_the_connection_a_pending_limit_does_not():
+    """Same connection, noisy and neighbour. Over its topic quota the noisy producer alone is paused (signal);
+    when the connection's pending messages reach the limit (slow persistence), the whole connection is paused,
+    neighbour included, in both modes; a producer on another connection keeps flowing."""
+    three = producers(3, group_row=np.array([0, 1, 2]), connection=np.array([0, 0, 1]))
+    topic_quota = producers(3, group_row=np.array([0, 1, 2]), connection=np.array([0, 0, 1]),
+                            topic_msgs_per_s=np.array([100.0, np.inf, np.inf]))  # fmt: skip
+    limits, other = [1e6, 1e6, 1e6], 2
+    breach = simulate("signal", topic_quota, limits, rates=[2000.0, 300.0, 100.0])[-1]
+    assert breach.throttled_s[NOISY, TOPIC] > 0.9 and breach.signals[NOISY] > 0
+    assert breach.admitted_msgs[NEIGHBOUR] == pytest.approx(300.0) and breach.throttled_s[NEIGHBOUR].sum() == 0.0
+    assert breach.connection_blocked_s[NEIGHBOUR] == 0.0
+    full = simulate("signal", three, limits, rates=[2500.0, 300.0, 100.0], **SLOW)[-1]
+    assert full.throttled_s[NOISY, PENDING] > 0.2 and full.throttled_s[NEIGHBOUR, PENDING] > 0.2
+    assert full.admitted_msgs[NEIGHBOUR] < 300.0  # it waits while its connection is held
+    assert full.throttled_s[other].sum() == 0.0 and full.admitted_msgs[other] == pytest.approx(100.0, abs=5.0)
 
 
 def test_histogram_quantile():

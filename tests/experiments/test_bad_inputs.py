@@ -367,6 +367,23 @@ BAD.update(
             top("throttle: {broker_msgs_per_s: lots}"), "throttle.broker_msgs_per_s", "or 'unlimited', got 'lots'"
         ),
         "throttle unknown key": Bad(top("throttle: {pause_for_ms: 5}"), "throttle.pause_for_ms", "unknown key"),
+        "throttle persistence of zero": Bad(
+            top("throttle: {persist_bytes_per_s: 0}"), "throttle.persist_bytes_per_s", "must be > 0 or 'unlimited'"
+        ),
+        "throttle persistence a word": Bad(
+            top("throttle: {persist_bytes_per_s: fast}"), "throttle.persist_bytes_per_s", "or 'unlimited', got 'fast'"
+        ),
+        "throttle pending per connection below one": Bad(
+            top("throttle: {max_pending_per_connection: 0.5}"),
+            "throttle.max_pending_per_connection",
+            "must be >= 1 or 'unlimited', got 0.5",
+        ),
+        "throttle publish buffer negative": Bad(
+            top("throttle: {publish_buffer_mb: -5}"), "throttle.publish_buffer_mb", "must be > 0 or 'unlimited'"
+        ),
+        "throttle publish buffer a list": Bad(
+            top("throttle: {publish_buffer_mb: [1]}"), "throttle.publish_buffer_mb", "must be a number > 0"
+        ),
         "producer on an unknown broker": Bad(
             producer().replace("broker: b1", "broker: b9"), "clients[0].producers[0].broker", "unknown broker 'b9'"
         ),

@@ -74,7 +74,10 @@ def test_the_noisy_groups_other_producer_on_another_broker_is_unaffected(runs):
 def test_the_report_shows_both_modes_side_by_side(runs, spark, tmp_path):
     report = build_report([runs["pause-connection"], runs["signal"]], tmp_path / "report", spark=spark)
     page = report.read_text()
-    assert "Producers and throttling (PIP-385)" in page
+    assert "Producers and throttling (PIP-385)" in page and "Time throttled, by reason (seconds)" in page
+    for reason in ("topic quota", "resource-group quota", "connection pending messages", "buffer size", "broker quota"):
+        assert f"<th>{reason}</th>" in page  # all five of PIP-385's reasons, those that never held anyone too
+    assert "Two views of the same throttling" in page  # the throttles table holds the producers' reasons
     assert page.count("data:image/png;base64") >= 2  # the comparison figures and the producers figure
     table = pd.read_csv(report.parent / "producers.csv").set_index(["mode", "topic"])
     assert len(table) == 8  # four producers, two runs

@@ -266,8 +266,9 @@ class BrokerNode:
             credible = np.array(
                 [inc <= issued.get(b, -1) for b, inc in zip(batch.brokers, batch.incarnation, strict=True)], dtype=bool
             )
-            n_rejected += int((~credible).sum())
-            batch = batch.select(credible)
+            if not credible.all():
+                n_rejected += int((~credible).sum())
+                batch = batch.select(credible)
         self.loss_meter.observe(batch.brokers, batch.incarnation, batch.seq)
         view_before = self.table.view_brokers()
         heard_before = self.table.last_heard_s() if self._fallback_on else None

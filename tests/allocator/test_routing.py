@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from allocator import policies
-from allocator.broker_node import BrokerNode, NodeSettings
+from allocator.broker_node import BrokerNode
 from allocator.codec import decode_report
+from allocator.node_settings import NodeSettings
 from allocator.routing import Routes
 
 MSGS = ("publish_msgs_per_s",)

@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from actors.plan import BrokerPlan, ForgeEvent
-from allocator.broker_node import NodeSettings, Traffic
+from allocator.broker_node import Traffic
 from allocator.codec import UsageReport, encode_split
+from allocator.node_settings import NodeSettings
 
 FORGED_INCARNATION = 2**62
 FORGED_SEQ = 2**63 - 1
@@ -42,13 +43,6 @@ def forged_payloads(event: ForgeEvent, victim: BrokerPlan, node: NodeSettings, n
         usage=usage,
         demand=usage,
     )
-    rows, topics = victim.routes.pairs(np.arange(n_groups))
-    if len(rows) == 0:
-        return []
-    order = np.argsort(topics, kind="stable")
-    rows, topics = rows[order], topics[order]
-    starts = np.flatnonzero(np.r_[True, topics[1:] != topics[:-1]])
-    payloads = encode_split(
-        report, rows, np.r_[starts, len(rows)], key=event.hmac_key, signer=event.signer, float32=node.float32_rates
-    )
-    return list(zip(topics[starts].tolist(), payloads, strict=True))
+    rows, topics, bounds = victim.routes.by_topic(np.arange(n_groups))
+    payloads = encode_split(report, rows, bounds, key=event.hmac_key, signer=event.signer, float32=node.float32_rates)
+    return list(zip(topics.tolist(), payloads, strict=True))

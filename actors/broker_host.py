@@ -18,7 +18,8 @@ from actors.adversary import lie
 from actors.plan import BrokerPlan, HostPlan, Workload, component_rng
 from actors.producers import BrokerProducers
 from actors.quota_telemetry import GROUP_LIMIT, QuotaRound, QuotaTracker
-from allocator.broker_node import BYTES_DIMENSIONS, BrokerNode, Outbox, Traffic
+from allocator.broker_node import BYTES_DIMENSIONS, BrokerNode, Traffic
+from allocator.report_sender import Outbox
 
 CLOCK_BASE_S = 1_000_000.0
 WORKLOAD_STREAM, TIMER_STREAM, PRODUCER_STREAM = 0, 1, 3  # a broker's generators, per incarnation (2: its clock)
@@ -181,12 +182,14 @@ class LogicalBroker:
         n_groups, n_dims = node.limit.shape
         limited = self.limited.ravel()
         n_rows = int(limited.sum())
-
-        def per_group(values: np.ndarray) -> np.ndarray:
-            return np.repeat(values, n_dims)[limited]
+        every_entry = n_rows == len(limited)  # the usual case: copies, ~5x cheaper than a boolean gather
 
         def per_entry(values: np.ndarray) -> np.ndarray:
-            return values.ravel()[limited]
+            """A copy (the writer keeps the rows for rounds, and the node updates its arrays in place)."""
+            return values.ravel().copy() if every_entry else values.ravel()[limited]
+
+        def per_group(values: np.ndarray) -> np.ndarray:
+            return per_entry(np.repeat(values, n_dims) if n_dims > 1 else values)
 
         return {
             "round": np.full(n_rows, round_index, dtype=np.int32),
@@ -232,7 +235,7 @@ class LogicalBroker:
                     "t_s": np.full(len(rows), t_s),
                     "broker": np.full(len(rows), self.plan.index, dtype=np.int32),
                     "group": group_ids[rows],
-                    "reason": np.full(len(rows), reason, dtype=object),
+                    "reason": [reason] * len(rows),  # a list: an object array of 5,000 strings takes ~0.7 ms
                     "throttle_events": throttling.events[rows],
                     "throttled_s": throttling.throttled_s[rows],
                 }

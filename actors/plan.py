@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from actors.workload import Profile, rate_at
-from allocator.broker_node import NodeSettings
+from allocator.node_settings import NodeSettings
 from allocator.producers import ProducerSet, ThrottleSettings
 from allocator.routing import Routes
 from allocator.signing import Signer

@@ -172,6 +172,12 @@ def library_versions() -> dict[str, str]:
 def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
+# Dictionary-encoded in Parquet: the name columns only. Trying a dictionary on every column (pyarrow's default)
+# cost 0.70-0.76 s of CPU for a PIP-82-sized round (500,000 rows), names only 0.28-0.36 s, for a file no bigger.
+_NAME_COLUMNS = {
+    table: [field.name for field in schema if pa.types.is_string(field.type)] for table, schema in SCHEMAS.items()
+}
+
 
 class TelemetryWriter:
     """Buffers rows per table and writes them as numbered Parquet parts under `run_dir`."""
@@ -282,7 +288,8 @@ class TelemetryWriter:
         for name, path, batches in parts:
             # Written under another name, then renamed: a driver killed mid-write leaves no truncated part.
             temporary = path.with_name(path.name + ".tmp")
-            pq.write_table(pa.concat_tables([self._table(name, columns) for columns in batches]), temporary)
+            table = pa.concat_tables([self._table(name, columns) for columns in batches])
+            pq.write_table(table, temporary, use_dictionary=_NAME_COLUMNS[name])
             os.replace(temporary, path)
         self._write_manifest(manifest)
 

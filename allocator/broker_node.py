@@ -13,15 +13,16 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from allocator import policies
 from allocator.bucket_array import TokenBucketArray
-from allocator.codec import UsageReport, check_key, decode_batch, encode_split
-from allocator.fallback import Fallback, FallbackSettings
+from allocator.codec import check_key, decode_batch
+from allocator.fallback import Fallback
 from allocator.loss_meter import LossMeter, copies_needed
-from allocator.ramped_pool import GroupRamp, RampedPools
+from allocator.node_settings import NodeSettings
+from allocator.ramped_pool import RampedPools
+from allocator.report_sender import Outbox, ReportSender
 from allocator.reporting import ReportSuppressor, Selection
 from allocator.routing import Routes
-from allocator.signing import PublicKeys, Signer
+from allocator.signing import Signer
 from allocator.usage_table import OWN, CleanupRules, Merge, UsageTable
 from allocator.waterfill import max_min_fair
 
@@ -29,40 +30,6 @@ BYTES_DIMENSIONS = frozenset({"publish_bytes_per_s", "dispatch_bytes_per_s"})
 MIN_LIMIT = 1.0  # Pulsar's floor: a limiter rate of 0 would mean "unlimited", and 0 would starve the broker
 HELD_TOLERANCE = 0.05  # `report_while_held`: a limit under 95% of the broker's fair share is held below it
 MIN_ADMITTED_FRACTION = 1e-6  # a demand estimated from throttled time is at most a million times the usage
-DEFAULT_POLICY = policies.bind("pip82-steal")
-
-
-@dataclass(frozen=True)
-class NodeSettings:
-    """How a broker reports, cleans up and allocates; the same for every broker of a cluster.
-
-    The bound policy also carries the broker's own mechanisms (all off but for `fair-share-safe`, see
-    `allocator.policies.Settings`): where a newcomer starts (`start_from_residual`), what a quota change does
-    (`rescale_on_quota_change`), when a silent entry expires (`stale_after_multiple` x `stale_after_s`) and
-    whether the demand estimated from throttled time is reported (`report_throttled_demand`) and how many
-    rounds a change is reported in at the loss measured (`lost_change_odds`).
-    """
-
-    dimensions: tuple[str, ...]
-    interval_s: float = 1.0
-    policy: policies.BoundPolicy = DEFAULT_POLICY  # bound and checked once, where the scenario is loaded
-    threshold_pct: float = 10.0
-    force_every: int = 5
-    report_demand: bool = False
-    stale_after_s: float = 10.0  # an entry of another broker not refreshed for this long expires
-    max_report_age_s: float = 2.0  # a report published longer ago than this is dropped
-    max_clock_skew_s: float = 2.0  # ... and one published further ahead of this broker's clock than this
-    compress: bool = False
-    float32_rates: bool = False  # rates on the wire as float32: 4 bytes instead of 8, relative error under 6e-8
-    ramps: tuple[GroupRamp, ...] = ()  # ramped quotas (allocator.ramped_pool); a group's quota is their max
-    fallback: FallbackSettings = FallbackSettings()  # what a broker does when reports stop (allocator.fallback)
-    hmac_key: bytes | None = None  # the cluster key: any holder signs as any broker
-    public_keys: PublicKeys | None = None  # per-broker keys: each broker signs with its own (`BrokerNode.signer`)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.policy, policies.BoundPolicy):
-            raise TypeError(f"policy must be allocator.policies.bind(name, params), not {type(self.policy).__name__}")
-        check_key(self.hmac_key, public_keys=self.public_keys)  # TypeError now, not every report counted as bad
 
 
 @dataclass(frozen=True)
@@ -72,14 +39,6 @@ class Traffic:
     demand: np.ndarray
     usage: np.ndarray
     throttled_s: np.ndarray  # [G]: time within the round the group's producers spent throttled
-
-
-@dataclass(frozen=True)
-class Outbox:
-    payloads: list[tuple[int, bytes]]  # (topic, encoded report): one report per topic, of the entries routed to it
-    reported: np.ndarray  # bool[G]: groups whose entry was published (on at least one topic)
-    report_bytes: np.ndarray  # [G]: each group's share of all the bytes published for it
-    suppressed: int
 
 
 @dataclass
@@ -122,10 +81,6 @@ class BrokerNode:
         self.group_ids = np.asarray(group_ids, dtype=np.int64)
         n_groups = len(self.group_ids)
         self.quota = _checked_quota(quota, (n_groups, len(settings.dimensions)))
-        self.routes = Routes.single(n_groups) if routes is None else routes
-        if self.routes.n_groups != n_groups:
-            raise ValueError(f"routes are for {self.routes.n_groups} groups, the node has {n_groups}")
-        self.group_names = group_names
         self.known_brokers = set(known_brokers) if known_brokers is not None else None
         self.mechanisms = settings.policy.settings
         rules = CleanupRules(
@@ -154,8 +109,15 @@ class BrokerNode:
         self.pool_size: int | None = None
         self._silent = np.zeros((n_groups, 0), dtype=bool)  # entries silent for force_every rounds, as of cleanup
         self._held = np.zeros(n_groups, dtype=bool)  # the last allocation held the limit below the fair share
-        self._seq = 0
-        self._named = np.zeros(len(self.group_ids), dtype=bool)  # groups whose name was sent already
+        self.sender = ReportSender(
+            name,
+            self.group_ids,
+            settings,
+            routes=routes,
+            group_names=group_names,
+            signer=signer,
+            reports_demand=self._reports_demand,
+        )
         self._bytes_dimension = np.array([dim in BYTES_DIMENSIONS for dim in settings.dimensions])
         self.ramps = RampedPools(settings.ramps, self.group_ids)
         self.pool = self._capped_pools()  # [G, D] what the policy splits: the quota, or the ramp's pool where ramped
@@ -167,7 +129,7 @@ class BrokerNode:
     def __repr__(self) -> str:
         return (
             f"BrokerNode({self.name!r}, incarnation={self.incarnation}, serving={int(self.serving.sum())}/"
-            f"{len(self.group_ids)} groups, seq={self._seq})"
+            f"{len(self.group_ids)} groups, seq={self.sender.seq})"
         )
 
     # -- phase 1: traffic and report -------------------------------------------------------------
@@ -229,7 +191,7 @@ class BrokerNode:
             selection = replace(
                 selection, report=selection.report | claim, suppressed=selection.suppressed - int(claim.sum())
             )
-        outbox = self._encode(selection, traffic.usage, demand, now_s)
+        outbox = self.sender.encode(selection, traffic.usage, demand, self.incarnation, now_s)
         self.suppressor.commit(selection, watched)
         return outbox
 
@@ -244,7 +206,7 @@ class BrokerNode:
         """A clean leave: zeros for every group others hold an entry of, along the same routes."""
         selection = self.suppressor.leave()
         zeros = np.zeros_like(self.limit)
-        outbox = self._encode(selection, zeros, zeros, now_s)
+        outbox = self.sender.encode(selection, zeros, zeros, self.incarnation, now_s)
         self.suppressor.commit(selection, self._watched(zeros, zeros))
         return outbox
 
@@ -266,8 +228,9 @@ class BrokerNode:
             credible = np.array(
                 [inc <= issued.get(b, -1) for b, inc in zip(batch.brokers, batch.incarnation, strict=True)], dtype=bool
             )
-            n_rejected += int((~credible).sum())
-            batch = batch.select(credible)
+            if not credible.all():
+                n_rejected += int((~credible).sum())
+                batch = batch.select(credible)
         self.loss_meter.observe(batch.brokers, batch.incarnation, batch.seq)
         view_before = self.table.view_brokers()
         heard_before = self.table.last_heard_s() if self._fallback_on else None
@@ -464,59 +427,6 @@ class BrokerNode:
         for index, bucket in enumerate(self._buckets):
             rate = np.where(self.serving, self.limit[:, index], np.inf)
             bucket.set_rate(rate, now_ns, capacity=rate * self.settings.interval_s)
-
-    def _encode(self, selection: Selection, usage: np.ndarray, demand: np.ndarray, now_s: float) -> Outbox:
-        """One report per topic, of the selected groups routed to it. The (row, topic) pairs of the selected
-        groups are sorted by topic once (a stable sort keeps rows increasing within each topic, as
-        `encode_split` wants), and every report is a slice of that order."""
-        n_groups = len(self.group_ids)
-        pair_rows, pair_topics = self.routes.pairs(np.flatnonzero(selection.report))
-        reported = np.zeros(n_groups, dtype=bool)
-        reported[pair_rows] = True
-        if len(pair_rows) == 0:
-            return Outbox([], reported, np.zeros(n_groups), selection.suppressed)
-        self._seq += 1
-        order = np.argsort(pair_topics, kind="stable")
-        pair_rows, pair_topics = pair_rows[order], pair_topics[order]
-        starts = np.flatnonzero(np.r_[True, pair_topics[1:] != pair_topics[:-1]])
-        bounds = np.r_[starts, len(pair_rows)]
-        report = UsageReport(
-            broker=self.name,
-            incarnation=self.incarnation,
-            seq=self._seq,
-            sent_at_ms=int(round(now_s * 1000)),
-            interval_ms=int(round(self.settings.interval_s * 1000)),
-            dimensions=self.settings.dimensions,
-            group_ids=self.group_ids,
-            usage=usage,
-            demand=demand if self._reports_demand else None,
-            dictionary=self._dictionary(np.flatnonzero(reported)),
-        )
-        encoded = encode_split(
-            report,
-            pair_rows,
-            bounds,
-            key=self.settings.hmac_key,
-            signer=self.signer,
-            compress=self.settings.compress,
-            float32=self.settings.float32_rates,
-        )
-        entries = np.diff(bounds)
-        bytes_per_entry = np.array([len(payload) for payload in encoded]) / entries
-        report_bytes = np.bincount(pair_rows, weights=np.repeat(bytes_per_entry, entries), minlength=n_groups)
-        return Outbox(
-            list(zip(pair_topics[starts].tolist(), encoded, strict=True)), reported, report_bytes, selection.suppressed
-        )
-
-    def _dictionary(self, rows: np.ndarray) -> dict[int, str] | None:
-        """Group names travel once, with the first report of each group (PIP-82: ids in reports, names on
-        change)."""
-        rows = rows[~self._named[rows]]
-        if self.group_names is None or len(rows) == 0:
-            return None
-        self._named[rows] = True
-        return {int(group_id): self.group_names[int(group_id)] for group_id in self.group_ids[rows]}
-
 
 def _checked_quota(quota: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     """[G, D] quotas as float64: rates >= 0, or `np.inf` for unlimited (the one way to say it)."""

@@ -78,3 +78,16 @@ class Routes:
         first_pair = np.cumsum(counts) - counts
         positions = np.arange(len(pair_rows)) + np.repeat(starts - first_pair, counts)
         return pair_rows, self.topics[positions]
+
+    def by_topic(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The (row, topic) pairs of `rows` sorted by topic, as `encode_split` takes them: the rows, each part's
+        topic, and the parts' bounds (part i holds rows `bounds[i]:bounds[i + 1]`). The sort is stable, so rows
+        given in increasing order increase within each part."""
+        pair_rows, pair_topics = self.pairs(rows)
+        if len(pair_rows) == 0:
+            return pair_rows, pair_topics, np.zeros(1, dtype=np.int64)
+        order = np.argsort(pair_topics, kind="stable")
+        pair_rows, pair_topics = pair_rows[order], pair_topics[order]
+        starts = np.flatnonzero(np.r_[True, pair_topics[1:] != pair_topics[:-1]])
+        return pair_rows, pair_topics[starts], np.r_[starts, len(pair_rows)]
+

@@ -204,8 +204,12 @@ class UsageTable:
         return refreshed.max(axis=1, initial=-np.inf)
 
     def view_brokers(self) -> np.ndarray:
-        """Number of brokers present in this broker's view, per group."""
-        return self.present.sum(axis=1)
+        """Number of brokers present in this broker's view, per group (summed a slot column at a time: numpy's
+        reductions along rows of 4 or 8 cost ~5x more)."""
+        count = np.zeros(len(self.group_ids), dtype=np.int64)
+        for slot in range(self.n_slots):
+            count += self.present[:, slot]
+        return count
 
     def view_usage(self) -> np.ndarray:
         """[G, D] each group's usage as this broker sees it: its own entry and every present peer entry, summed."""
@@ -256,8 +260,7 @@ class UsageTable:
         flat = rows * self.slot_broker.shape[1] + slots  # index into the [G, K] arrays, all C-contiguous
         table_seq = self._seq.reshape(-1)
         kept = np.flatnonzero(seq > table_seq[flat])
-        senders_live = senders[live]
-        if len(np.unique(senders_live)) < len(senders_live):
+        if np.bincount(senders[live]).max(initial=0) > 1:
             # Two reports of one sender may hold the same slot: keep the entry with the highest sequence number,
             # the first of equals. (Otherwise a slot appears once: a report holds each group once.)
             newest = table_seq.copy()

@@ -45,7 +45,8 @@ import numpy as np
 from common import environment, load_since, loadavg_1m, results_path, save_results, timed_round
 
 from allocator import policies
-from allocator.broker_node import BrokerNode, NodeSettings
+from allocator.broker_node import BrokerNode
+from allocator.node_settings import NodeSettings
 
 RESULTS = results_path("allocator")
 GROUPS = 5_000

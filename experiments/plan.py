@@ -34,9 +34,9 @@ from actors.plan import (
 )
 from actors.workload import Profile
 from allocator import policies
-from allocator.broker_node import NodeSettings
 from allocator.codec import DIMENSIONS
 from allocator.fallback import FallbackSettings
+from allocator.node_settings import NodeSettings
 from allocator.producers import MIB, ProducerSet, ThrottleSettings
 from allocator.ramped_pool import GroupRamp
 from allocator.routing import TOPIC_DTYPE, Routes

@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pyarrow.dataset as ds
 import yaml
 from tqdm import tqdm
 
@@ -21,6 +20,7 @@ from actors.backends import make_backend
 from actors.lockstep import run_lockstep
 from actors.telemetry import TelemetryWriter
 from experiments.errors import UserError
+from experiments.final_table import final_table
 from experiments.plan import build_plan
 from experiments.scenario import load_scenario
 from experiments.scenario.spec import Scenario
@@ -148,24 +148,6 @@ def _terminate_as_interrupt() -> Callable[[], None]:
 
     previous = signal.signal(signal.SIGTERM, interrupt)
     return lambda: signal.signal(signal.SIGTERM, previous)
-
-
-def final_table(run_dir: Path) -> str:
-    """Per group and dimension: quota, each broker's final limit, total usage, rounds since the last event."""
-    rounds = ds.dataset(run_dir / "rounds", format="parquet").to_table()
-    if rounds.num_rows == 0:
-        return "(no telemetry)"
-    last_round = max(rounds.column("round").to_pylist())
-    last = rounds.filter(ds.field("round") == last_round).to_pandas()
-    events = ds.dataset(run_dir / "events", format="parquet").to_table().column("round").to_pylist()
-    since_event = last_round - max([0, *events])
-    lines = [f"{'group':<24} {'dimension':<20} {'quota':>9} {'usage':>9}  final limits"]
-    for (group, dimension), rows in last.groupby(["group", "dimension"], sort=True):
-        limits = ", ".join(f"{b}={limit:.1f}" for b, limit in zip(rows["broker"], rows["limit"], strict=True))
-        quota = rows["quota"].iloc[0]
-        lines.append(f"{group:<24} {dimension:<20} {quota:>9.1f} {rows['usage'].sum():>9.1f}  {limits}")
-    lines.append(f"round {last_round}: {since_event} rounds since the last event")
-    return "\n".join(lines)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from allocator import policies
-from allocator.broker_node import MIN_LIMIT, BrokerNode, NodeSettings
+from allocator.broker_node import MIN_LIMIT, BrokerNode
 from allocator.codec import decode_report
+from allocator.node_settings import NodeSettings
 from allocator.routing import Routes
 from allocator.usage_table import OWN
 from allocator.waterfill import max_min_fair

@@ -31,7 +31,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from allocator import policies
-from allocator.broker_node import MIN_LIMIT, BrokerNode, NodeSettings
+from allocator.broker_node import MIN_LIMIT, BrokerNode
+from allocator.node_settings import NodeSettings
 from allocator.waterfill import max_min_fair
 
 QUOTA = 100.0

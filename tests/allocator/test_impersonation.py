@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from allocator import policies
-from allocator.broker_node import BrokerNode, NodeSettings
+from allocator.broker_node import BrokerNode
 from allocator.codec import UsageReport, encode_report
+from allocator.node_settings import NodeSettings
 from allocator.signing import PublicKeys, Signer
 from allocator.usage_table import SEQ_SLACK, Merge
 

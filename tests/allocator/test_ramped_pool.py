@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from allocator import policies
-from allocator.broker_node import BrokerNode, NodeSettings
+from allocator.broker_node import BrokerNode
+from allocator.node_settings import NodeSettings
 from allocator.ramped_pool import GroupRamp
 
 MSGS = ("publish_msgs_per_s",)

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from allocator import policies
-from allocator.broker_node import BrokerNode, NodeSettings
+from allocator.broker_node import BrokerNode
 from allocator.codec import decode_report
+from allocator.node_settings import NodeSettings
 from allocator.routing import Routes
 
 MSGS = ("publish_msgs_per_s",)
@@ -33,6 +34,15 @@ def test_pairs_lists_every_topic_of_the_rows_asked_for():
     assert list(zip(rows.tolist(), topics.tolist(), strict=True)) == [(0, 4), (0, 2), (3, 1), (3, 3), (3, 5)]
     rows, topics = routes.pairs(np.array([], dtype=np.int64))
     assert len(rows) == len(topics) == 0
+
+
+def test_by_topic_gives_one_part_per_topic_with_its_rows_in_order():
+    routes = Routes.from_lists([[4, 2], [2], [0], [1, 2, 4]])
+    rows, topics, bounds = routes.by_topic(np.array([0, 1, 3]))
+    parts = {topic: rows[start:end].tolist() for topic, start, end in zip(topics, bounds[:-1], bounds[1:], strict=True)}
+    assert topics.tolist() == [1, 2, 4] and parts == {1: [3], 2: [0, 1, 3], 4: [0, 3]}
+    rows, topics, bounds = routes.by_topic(np.array([], dtype=np.int64))
+    assert len(rows) == len(topics) == 0 and bounds.tolist() == [0]
 
 
 @pytest.mark.parametrize(

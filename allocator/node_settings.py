@@ -1,0 +1,46 @@
+"""How every broker of a cluster reports, cleans up and allocates: `NodeSettings`, bound and checked once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from allocator import policies
+from allocator.codec import check_key
+from allocator.fallback import FallbackSettings
+from allocator.ramped_pool import GroupRamp
+from allocator.signing import PublicKeys
+
+DEFAULT_POLICY = policies.bind("pip82-steal")
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """How a broker reports, cleans up and allocates; the same for every broker of a cluster.
+
+    The bound policy also carries the broker's own mechanisms (all off but for `fair-share-safe`, see
+    `allocator.policies.Settings`): where a newcomer starts (`start_from_residual`), what a quota change does
+    (`rescale_on_quota_change`), when a silent entry expires (`stale_after_multiple` x `stale_after_s`) and
+    whether the demand estimated from throttled time is reported (`report_throttled_demand`) and how many
+    rounds a change is reported in at the loss measured (`lost_change_odds`).
+    """
+
+    dimensions: tuple[str, ...]
+    interval_s: float = 1.0
+    policy: policies.BoundPolicy = DEFAULT_POLICY  # bound and checked once, where the scenario is loaded
+    threshold_pct: float = 10.0
+    force_every: int = 5
+    report_demand: bool = False
+    stale_after_s: float = 10.0  # an entry of another broker not refreshed for this long expires
+    max_report_age_s: float = 2.0  # a report published longer ago than this is dropped
+    max_clock_skew_s: float = 2.0  # ... and one published further ahead of this broker's clock than this
+    compress: bool = False
+    float32_rates: bool = False  # rates on the wire as float32: 4 bytes instead of 8, relative error under 6e-8
+    ramps: tuple[GroupRamp, ...] = ()  # ramped quotas (allocator.ramped_pool); a group's quota is their max
+    fallback: FallbackSettings = FallbackSettings()  # what a broker does when reports stop (allocator.fallback)
+    hmac_key: bytes | None = None  # the cluster key: any holder signs as any broker
+    public_keys: PublicKeys | None = None  # per-broker keys: each broker signs with its own (`BrokerNode.signer`)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.policy, policies.BoundPolicy):
+            raise TypeError(f"policy must be allocator.policies.bind(name, params), not {type(self.policy).__name__}")
+        check_key(self.hmac_key, public_keys=self.public_keys)  # TypeError now, not every report counted as bad

@@ -308,7 +308,7 @@ SILENT_CASES = [
 @pytest.mark.parametrize(("label", "quota", "b", "c", "demand", "on", "expected"), SILENT_CASES,
                          ids=[case[0] for case in SILENT_CASES])  # fmt: skip
 def test_a_silent_peer_counts_at_most_its_fair_share(label, quota, b, c, demand, on, expected):
-    a = safe_node(quota, {"silent_at_fair_share": on}, force_every=5)
+    a = safe_node(quota, {"silent_at_fair_share": on, "excess_after_rounds": 0}, force_every=5)
     heard(a, "b", 1, *b, T0)  # then silent
     for round_index in range(7):
         now_s = T0 + round_index
@@ -330,7 +330,7 @@ def test_the_room_a_broker_takes_beyond_the_residual_is_at_most_the_silent_peers
 ):
     """Each peer: (demand, usage as a fraction of it, silent); a's limit is within the residual it heard with
     every silent peer counted at min(usage, fair share): the documented margin over the plain residual."""
-    a = safe_node(quota, force_every=5)
+    a = safe_node(quota, {"excess_after_rounds": 0}, force_every=5)  # the live peers count at their usage
     names = [f"p{i}" for i in range(len(peers))]
     for round_index in range(7):
         now_s = T0 + round_index
@@ -353,7 +353,7 @@ def test_the_room_a_broker_takes_beyond_the_residual_is_at_most_the_silent_peers
 
 def test_a_broker_held_below_its_fair_share_reports_every_round():
     def reports(on: bool) -> list[bool]:
-        a = safe_node(100.0, {"report_while_held": on}, threshold_pct=10.0)
+        a = safe_node(100.0, {"report_while_held": on, "excess_after_rounds": 0}, threshold_pct=10.0)
         sent = []
         for round_index in range(6):
             now_s = T0 + round_index

@@ -10,12 +10,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from allocator.policies import bind
 from allocator.signing import write_key_directory
 from experiments.adversaries import SCENARIO, variant_data
 from experiments.run import run_scenario
 from experiments.scenario import parse_scenario, read_scenario
 
 ROUNDS = 45  # the three forgeries are at 20, 30 and 40
+# the liar lies from round 0; by default it counts at its share once in excess for this many allocations
+SETTLED_FROM = bind("fair-share-safe").settings.excess_after_rounds + 1
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +48,8 @@ def test_forged_reports_change_no_limit(tmp_path, key_dir, forged, unforged):
 @pytest.mark.parametrize("policy", ["fair-share-safe", "fair-share-safe:count_others_up_to_share"])
 def test_the_liar_holds_its_fair_share_under_fair_share_safe(tmp_path, key_dir, policy):
     rounds = run(tmp_path, key_dir, "liar", policy)
-    settled = rounds[rounds["round"] >= 6]  # by default the liar counts at its share once in excess for 5 rounds
+    settled = rounds[rounds["round"] >= SETTLED_FROM]
     orders = settled[settled["group"] == "tenant-a/orders"]  # four brokers want 40 of 100: 25 each
     assert np.allclose(orders["limit"], 25.0)
-    admitted = settled[(settled["round"] >= 7) & (settled["broker"] != "broker-4")]  # under the limits of a round ago
+    admitted = settled[(settled["round"] > SETTLED_FROM) & (settled["broker"] != "broker-4")]  # limits of a round ago
     assert admitted["usage"].min() >= 25.0 - 1e-9  # nobody starved

@@ -93,7 +93,7 @@ def test_the_pip82_steal_liar_of_the_issue_no_longer_lifts_limits_over_the_quota
 
 
 MSGS = ("publish_msgs_per_s",)
-SETTLE_ROUNDS = 25  # the liar lies from round 0; excess_after_rounds (5) and force_every (5) are long over by then
+SETTLE_ROUNDS = 30  # the liar lies from round 0; excess_after_rounds (10) and force_every (5) are long over by then
 
 
 def limits_with_a_liar(quota: float, demands: list[float], usage_factor: float) -> np.ndarray:

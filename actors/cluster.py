@@ -146,12 +146,12 @@ class Cluster:
         self.started.add(broker)
         plan, state = self.broker_plans[broker], self.states[broker]
         rows = plan.group_ids
+        if self.membership is not None:  # registered before it can tick: its first reports are of an issued incarnation
+            self.backend.gather([self.backend.call(self.membership, "register", broker, state.incarnation, t_s)])
         calls = [
             self.backend.call(self.host(broker), "start", broker, state, self.quota[rows], self.limited[rows], t_s),
             self.backend.call(self.channel, "subscribe", broker, plan.subscriptions),
         ]
-        if self.membership is not None:
-            calls.append(self.backend.call(self.membership, "register", broker, state.incarnation, t_s))
         if self.consensus is not None:
             calls.append(self.backend.call(self.consensus, "join", broker, t_s))
         self.backend.gather(calls)

@@ -105,10 +105,11 @@ class Membership:
 
     def heartbeat_and_announcements(
         self, broker: str, incarnation: int, now_s: float, since: int
-    ) -> tuple[list[Ended], int]:
-        """A realtime broker's tick in one call: its heartbeat, then the announcements after `since`."""
+    ) -> tuple[list[Ended], int, dict[str, int]]:
+        """A realtime broker's tick in one call: its heartbeat, then the announcements after `since` with the
+        cursor to pass next time, and the incarnations issued (`issued`: what the broker checks reports against)."""
         self.heartbeat(broker, incarnation, now_s)
-        return self.announcements(since)
+        return (*self.announcements(since), self.issued())
 
     def issued(self) -> dict[str, int]:
         """Broker -> the highest incarnation it registered: a report of a higher one (or of a broker never

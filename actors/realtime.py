@@ -1,7 +1,8 @@
 """The realtime driver: every broker ticks on its own timer, with jitter and its own clock offset.
 
 Each host runs a timer thread that ticks its brokers every `interval_s` (plus jitter): traffic, publish to
-the channel, fetch what the channel has delivered by now, heartbeat, clean up, allocate. Reports flow
+the channel, fetch what the channel has delivered by now, heartbeat (the registry answers with the announcements
+and the incarnations it issued, which the reports fetched are checked against), clean up, allocate. Reports flow
 asynchronously (the channel's delays are in seconds: `delay_rounds * interval_s`). The driver only applies
 events at their time and collects telemetry; it never advances a broker.
 """
@@ -64,6 +65,9 @@ class RealtimeHost(BrokerHost):
         self._ticks: list[TickStats] = []
         self._lags_s: list[float] = []
         self._announcement_cursor: dict[str, int] = {}  # per broker: each must see every announcement
+        # broker -> the highest incarnation the registry issued it, as of its last answer (kept while unreachable);
+        # None until it answers, or in a run without a registry: then no report is checked against it
+        self._issued: dict[str, int] | None = None
 
     def start_clock(self, channel: Any, membership: Any, epoch: float, consensus: Any = None) -> None:
         self._channel, self._membership, self._epoch = channel, membership, epoch
@@ -152,13 +156,13 @@ class RealtimeHost(BrokerHost):
         dead: list[tuple[str, int]] = []
         if self._membership is not None and self.registry_reachable:
             cursor = self._announcement_cursor.get(broker, 0)
-            dead, self._announcement_cursor[broker] = blocking_call(
+            dead, self._announcement_cursor[broker], self._issued = blocking_call(
                 self._membership, "heartbeat_and_announcements", broker, logical.state.incarnation, t_s, cursor
             )
         pool_size = None
         if self._consensus is not None:
             pool_size = blocking_call(self._consensus, "sync", broker, t_s)
-        rows, rejected = logical.allocate_phase(payloads, dead, round_index, t_s, pool_size)
+        rows, rejected = logical.allocate_phase(payloads, dead, round_index, t_s, pool_size, self._issued)
         self._pending_rows.append(rows)
         self._pending_tables += logical.side_tables(round_index, t_s)
         self._ticks.append(

@@ -29,6 +29,7 @@ from allocator.waterfill import max_min_fair
 BYTES_DIMENSIONS = frozenset({"publish_bytes_per_s", "dispatch_bytes_per_s"})
 MIN_LIMIT = 1.0  # Pulsar's floor: a limiter rate of 0 would mean "unlimited", and 0 would starve the broker
 HELD_TOLERANCE = 0.05  # `report_while_held`: a limit under 95% of the broker's fair share is held below it
+EXCESS_TOLERANCE = 0.05  # `excess_after_rounds`: a peer more than 5% above its fair share is in excess
 MIN_ADMITTED_FRACTION = 1e-6  # a demand estimated from throttled time is at most a million times the usage
 
 
@@ -109,6 +110,8 @@ class BrokerNode:
         self.pool_size: int | None = None
         self._silent = np.zeros((n_groups, 0), dtype=bool)  # entries silent for force_every rounds, as of cleanup
         self._held = np.zeros(n_groups, dtype=bool)  # the last allocation held the limit below the fair share
+        # [G, slots, D] consecutive allocations each entry's usage was in excess of its fair share
+        self._rounds_in_excess = np.zeros((n_groups, 0, len(settings.dimensions)), dtype=np.int64)
         self.sender = ReportSender(
             name,
             self.group_ids,
@@ -272,6 +275,8 @@ class BrokerNode:
             fair_share = self._fair_share(index, usage, demand, present)
             if fair_share is not None and self.mechanisms.silent_at_fair_share:
                 usage = np.where(self._silent_slots(n_slots), np.minimum(usage, fair_share), usage)
+            if fair_share is not None and self.mechanisms.excess_after_rounds:
+                usage = self._lasting_excess_at_fair_share(index, usage, fair_share, present)
             new_limit = self.settings.policy(self.pool[:, index], usage, limit_view, demand, present)[:, OWN]
             listening = self._listened = self._listening()
             if listening.any():  # a newcomer keeps its start limit while it listens
@@ -401,10 +406,35 @@ class BrokerNode:
     ) -> np.ndarray | None:
         """[G, n_slots] the max-min fair split of the quota of dimension `index` over the view's wants (the
         demands, or the usages without them); None when no mechanism reads it."""
-        if not (self.mechanisms.silent_at_fair_share or self.mechanisms.report_while_held):
+        if not (
+            self.mechanisms.silent_at_fair_share
+            or self.mechanisms.report_while_held
+            or self.mechanisms.excess_after_rounds
+        ):
             return None
         quota = np.where(np.isfinite(self.pool[:, index]), self.pool[:, index], -1.0)
         return max_min_fair(quota, usage if demand is None else demand, present)
+
+    def _lasting_excess_at_fair_share(
+        self, index: int, usage: np.ndarray, fair_share: np.ndarray, present: np.ndarray
+    ) -> np.ndarray:
+        """[G, n_slots] `usage` with each peer in excess of its fair share (more than `EXCESS_TOLERANCE` above it)
+        for `excess_after_rounds` consecutive allocations, this one included, counted at its fair share.
+
+        A liar stays in excess for good and is held to its max-min share of what it claims; an honest broker is in
+        excess only until it hears what moved its share, and steps down. Counting it at its share at once would
+        take room it still uses when views differ (loss in bursts), which is what the rounds of grace are for."""
+        n_slots = usage.shape[1]
+        if self._rounds_in_excess.shape[1] < n_slots:
+            grown = np.zeros((len(self.group_ids), n_slots, len(self.settings.dimensions)), dtype=np.int64)
+            grown[:, : self._rounds_in_excess.shape[1]] = self._rounds_in_excess
+            self._rounds_in_excess = grown
+        in_excess = present & (usage > (1.0 + EXCESS_TOLERANCE) * fair_share)
+        in_excess[:, OWN] = False
+        rounds = self._rounds_in_excess[:, :n_slots, index]
+        rounds[...] = np.where(in_excess, rounds + 1, 0)  # a slot freed and taken again starts from 0
+        lasting = rounds >= self.mechanisms.excess_after_rounds
+        return np.where(lasting, np.minimum(usage, fair_share), usage)
 
     def _silent_slots(self, n_slots: int) -> np.ndarray:
         """bool[G, n_slots]: the entries silent for more than `force_every` rounds at the last cleanup."""

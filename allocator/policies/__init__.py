@@ -70,6 +70,7 @@ _SAFE_DEFAULTS: dict[str, object] = {
     "silent_at_fair_share": True,
     "report_while_held": True,
     "count_others_up_to_share": False,  # bounds a liar at once, costs rounds over quota in loss bursts
+    "excess_after_rounds": 10,  # bounds a liar once its excess has lasted (broker_node: the counts per peer)
 }
 _SAFE_PARAMS = frozenset(_SAFE_DEFAULTS)
 RECOMMENDED = "fair-share-safe"  # the default of new scenarios and of the demo

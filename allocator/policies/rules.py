@@ -214,7 +214,8 @@ def safe_max_min_fair_share(view: View, settings: Settings) -> np.ndarray:
     is taken as room at once (a broker above its share steps down to it when views agree). That is what
     bounds a liar: a broker reporting more than it uses then holds at most its max-min share of the demand it
     claims and pushes nobody below theirs. It is off by default because when views differ (loss in bursts)
-    the room is taken before the other broker has stepped down (docs/policies.md has the numbers).
+    the room is taken before the other broker has stepped down (docs/policies.md has the numbers); the broker's
+    mechanism `excess_after_rounds` (on by default) does the same for a peer only once its excess has lasted.
     """
     share = max_min_fair_share(view, settings)
     if not settings.cap_at_residual:

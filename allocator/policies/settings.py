@@ -18,6 +18,7 @@ _RANGES: dict[str, tuple[Callable[[float], bool], str]] = {
     "stale_after_multiple": (lambda x: x >= 1.0, ">= 1"),
     "listen_rounds": (lambda x: x >= 0 and float(x).is_integer(), "a whole number >= 0"),
     "lost_change_odds": (lambda x: 0.0 < x <= 1.0, "in (0, 1]"),
+    "excess_after_rounds": (lambda x: x >= 0 and float(x).is_integer(), "a whole number >= 0"),
 }
 # The broker's mechanisms: switches (true or false), off by default, so the literal policies keep their behaviour.
 SWITCHES = frozenset(
@@ -70,7 +71,11 @@ class Settings:
     `report_while_held` a broker whose new limit is below 95% of its max-min fair share of its view (the room is
     still held by others) reports the group every round, so the peers that hold the room hear its demand;
     `count_others_up_to_share` (fair-share-safe's rule) the residual heard counts each other broker's usage only up
-    to its max-min share: a liar holds at most its share of what it claims (off by default: see the rule).
+    to its max-min share: a liar holds at most its share of what it claims (off by default: see the rule);
+    `excess_after_rounds` (the liar bound of `fair-share-safe`, 0: off) a peer whose usage has been more than
+    `EXCESS_TOLERANCE` above its max-min fair share of this broker's view for this many consecutive allocations
+    counts at its fair share: a liar is held to its share of what it claims once its excess has lasted, while an
+    honest broker above its share (it has not heard the change yet) steps down before it is counted so.
     """
 
     min_share: float = 0.0
@@ -91,6 +96,7 @@ class Settings:
     silent_at_fair_share: bool = False
     report_while_held: bool = False
     count_others_up_to_share: bool = False
+    excess_after_rounds: int = 0
 
     def __post_init__(self) -> None:
         for field in fields(self):

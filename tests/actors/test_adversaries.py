@@ -1,6 +1,6 @@
 """The adversaries scenario end to end (local backend): forged reports, signed with a stolen key or not, change no
-limit, and under fair-share-safe with `count_others_up_to_share` the 10x liar holds its max-min fair share and
-nobody is starved."""
+limit, and under fair-share-safe (by default, and with `count_others_up_to_share`) the 10x liar holds its max-min
+fair share and nobody is starved."""
 
 from __future__ import annotations
 
@@ -10,12 +10,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from allocator.policies import bind
 from allocator.signing import write_key_directory
 from experiments.adversaries import SCENARIO, variant_data
 from experiments.run import run_scenario
 from experiments.scenario import parse_scenario, read_scenario
 
 ROUNDS = 45  # the three forgeries are at 20, 30 and 40
+# the liar lies from round 0; by default it counts at its share once in excess for this many allocations
+SETTLED_FROM = bind("fair-share-safe").settings.excess_after_rounds + 1
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +45,11 @@ def test_forged_reports_change_no_limit(tmp_path, key_dir, forged, unforged):
     assert (with_forgeries["view_brokers"] == without["view_brokers"]).all()  # nobody was removed from a view
 
 
-def test_the_liar_holds_its_fair_share_under_fair_share_safe_counting_others_up_to_share(tmp_path, key_dir):
-    rounds = run(tmp_path, key_dir, "liar", "fair-share-safe:count_others_up_to_share")
-    settled = rounds[rounds["round"] >= 5]
+@pytest.mark.parametrize("policy", ["fair-share-safe", "fair-share-safe:count_others_up_to_share"])
+def test_the_liar_holds_its_fair_share_under_fair_share_safe(tmp_path, key_dir, policy):
+    rounds = run(tmp_path, key_dir, "liar", policy)
+    settled = rounds[rounds["round"] >= SETTLED_FROM]
     orders = settled[settled["group"] == "tenant-a/orders"]  # four brokers want 40 of 100: 25 each
     assert np.allclose(orders["limit"], 25.0)
-    liar = settled["broker"] == "broker-4"
-    assert settled.loc[~liar, "usage"].min() >= 25.0 - 1e-9  # nobody starved
+    admitted = settled[(settled["round"] > SETTLED_FROM) & (settled["broker"] != "broker-4")]  # limits of a round ago
+    assert admitted["usage"].min() >= 25.0 - 1e-9  # nobody starved

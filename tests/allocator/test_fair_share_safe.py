@@ -32,6 +32,7 @@ MECHANISMS = (
     "lost_change_odds",
     "silent_at_fair_share",
     "report_while_held",
+    "excess_after_rounds",
 )
 rate = st.floats(0.0, 1e6, allow_nan=False, allow_infinity=False)
 
@@ -59,6 +60,7 @@ def test_the_literal_policies_keep_every_mechanism_off_and_refuse_them(name: str
         ({"listen_rounds": 1.5}, "listen_rounds: must be a whole number >= 0, got 1.5"),
         ({"lost_change_odds": 0.0}, r"lost_change_odds: must be in \(0, 1\], got 0.0"),
         ({"silent_at_fair_share": "yes"}, "silent_at_fair_share: must be true or false, got 'yes'"),
+        ({"excess_after_rounds": -1}, "excess_after_rounds: must be a whole number >= 0, got -1"),
     ],
 )
 def test_bad_mechanism_values_are_named(params, message):
@@ -309,7 +311,7 @@ SILENT_CASES = [
 @pytest.mark.parametrize(("label", "quota", "b", "c", "demand", "on", "expected"), SILENT_CASES,
                          ids=[case[0] for case in SILENT_CASES])  # fmt: skip
 def test_a_silent_peer_counts_at_most_its_fair_share(label, quota, b, c, demand, on, expected):
-    a = safe_node(quota, {"silent_at_fair_share": on}, force_every=5)
+    a = safe_node(quota, {"silent_at_fair_share": on, "excess_after_rounds": 0}, force_every=5)
     heard(a, "b", 1, *b, T0)  # then silent
     for round_index in range(7):
         now_s = T0 + round_index
@@ -331,7 +333,7 @@ def test_the_room_a_broker_takes_beyond_the_residual_is_at_most_the_silent_peers
 ):
     """Each peer: (demand, usage as a fraction of it, silent); a's limit is within the residual it heard with
     every silent peer counted at min(usage, fair share): the documented margin over the plain residual."""
-    a = safe_node(quota, force_every=5)
+    a = safe_node(quota, {"excess_after_rounds": 0}, force_every=5)  # the live peers count at their usage
     names = [f"p{i}" for i in range(len(peers))]
     for round_index in range(7):
         now_s = T0 + round_index
@@ -352,9 +354,36 @@ def test_the_room_a_broker_takes_beyond_the_residual_is_at_most_the_silent_peers
     assert a.limit[0, 0] <= max(quota - usage.sum(), 0.0) + margin + MIN_LIMIT + tolerance
 
 
+EXCESS_CASES = [
+    # b's usage each round (its demand at least 60; quota 100, a wants 60: fair share 50 each), excess_after_rounds,
+    # a's limits (the first: a newcomer listening)
+    ("a lasting excess counts at the fair share from its 3rd round", [90.0] * 6, 3, [1.0, 10.0] + [50.0] * 4),
+    ("off: the excess holds the room", [90.0] * 6, 0, [1.0] + [10.0] * 5),
+    ("within 5% of the share is no excess", [52.0] * 6, 1, [1.0] + [48.0] * 5),
+    # in excess for two rounds, then under its share for one: the count starts again
+    ("an excess that ends starts the count again", [90.0, 90.0, 40.0, 90.0, 90.0, 90.0], 3,
+     [1.0, 10.0, 50.0, 10.0, 10.0, 50.0]),
+]
+
+
+@pytest.mark.parametrize(
+    ("label", "b_usage", "after", "expected"), EXCESS_CASES, ids=[case[0] for case in EXCESS_CASES]
+)
+def test_a_peer_in_excess_of_its_fair_share_counts_at_it_once_the_excess_has_lasted(label, b_usage, after, expected):
+    a = safe_node(100.0, {"excess_after_rounds": after})
+    limits = []
+    for round_index, usage in enumerate(b_usage):
+        now_s = T0 + round_index
+        a.admit(np.array([60.0]), np.array([100.0]), now_s)
+        heard(a, "b", round_index + 1, usage, max(usage, 60.0), now_s)  # b claims at least 60: fair share 50 each
+        a.cleanup(now_s)
+        limits.append(float(a.allocate()[0, 0]))
+    assert limits == pytest.approx(expected)
+
+
 def test_a_broker_held_below_its_fair_share_reports_every_round():
     def reports(on: bool) -> list[bool]:
-        a = safe_node(100.0, {"report_while_held": on}, threshold_pct=10.0)
+        a = safe_node(100.0, {"report_while_held": on, "excess_after_rounds": 0}, threshold_pct=10.0)
         sent = []
         for round_index in range(6):
             now_s = T0 + round_index

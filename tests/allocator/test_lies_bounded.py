@@ -4,6 +4,10 @@ holds at most its max-min share of what it claims and pushes nobody below theirs
 
 The honest brokers are in a consistent state (each uses at most its own limit); one broker's entry (the last
 column) is one arbitrary report: any usage and demand, however far above the quota.
+
+`fair-share-safe` with its default settings (`excess_after_rounds`: a peer counts at its fair share once its excess
+has lasted) bounds a liar after a few rounds, not in one view: that is checked on brokers (`BrokerNode`) running
+rounds on a perfect channel, one of them reporting `usage_factor` times what it uses.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from allocator.policies import POLICIES, step
+from allocator.broker_node import EXCESS_TOLERANCE, BrokerNode, NodeSettings, Traffic
+from allocator.policies import POLICIES, RECOMMENDED, bind, step
+from allocator.waterfill import max_min_fair
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
@@ -84,3 +90,52 @@ def test_the_pip82_steal_liar_of_the_issue_no_longer_lifts_limits_over_the_quota
     new_limit = step("pip82-steal", quota, usage, usage)
     assert new_limit.max() <= 100.0
     assert new_limit.sum() <= 200.0  # one steal (three brokers: one pair) over the quota at most
+
+
+MSGS = ("publish_msgs_per_s",)
+SETTLE_ROUNDS = 30  # the liar lies from round 0; excess_after_rounds (10) and force_every (5) are long over by then
+
+
+def limits_with_a_liar(quota: float, demands: list[float], usage_factor: float) -> np.ndarray:
+    """Every broker's limit after `SETTLE_ROUNDS` lockstep rounds of the recommended policy with its defaults, each
+    report reaching every other broker; the last broker claims and reports `usage_factor` times its traffic."""
+    settings_ = NodeSettings(MSGS, policy=bind(RECOMMENDED), threshold_pct=10.0, force_every=5)
+    brokers = [BrokerNode(f"b{i}", np.array([1]), np.array([[quota]]), settings_) for i in range(len(demands))]
+    liar = brokers[-1]
+    for round_index in range(SETTLE_ROUNDS):
+        now_s = 1000.0 + round_index
+        published = []
+        for broker, demand in zip(brokers, demands, strict=True):
+            traffic = broker.admit(np.array([demand]), np.array([100.0]), now_s)
+            if broker is liar:
+                traffic = Traffic(traffic.demand * usage_factor, traffic.usage * usage_factor, traffic.throttled_s)
+                broker.claim(traffic)
+            published.append([payload for _, payload in broker.build_reports(traffic, now_s).payloads])
+        for index, broker in enumerate(brokers):
+            broker.receive([p for other, ps in enumerate(published) if other != index for p in ps], now_s)
+            broker.cleanup(now_s)
+            broker.allocate()
+    return np.array([broker.limit[0, 0] for broker in brokers])
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    quota=st.floats(50.0, 1e4),
+    honest=st.lists(st.floats(1.0, 1e4), min_size=1, max_size=4),
+    liar_demand=st.floats(1.0, 1e4),
+    usage_factor=st.one_of(st.floats(1.0, 1e3), st.sampled_from([1e6])),
+)
+def test_a_liar_under_the_default_fair_share_safe_holds_its_max_min_share_and_starves_nobody(
+    quota: float, honest: list[float], liar_demand: float, usage_factor: float
+) -> None:
+    """The margin: a liar claiming up to `EXCESS_TOLERANCE` above its share is never in excess and counts in full,
+    so an honest broker may get up to that much of the liar's share less than its own."""
+    limit = limits_with_a_liar(quota, [*honest, liar_demand], usage_factor)
+    claimed = np.array([[*honest, liar_demand * usage_factor]])
+    share = max_min_fair(np.array([quota]), claimed)[0]  # min(claimed demand, the max-min level)
+    tolerance = quota * 1e-9
+    assert (limit <= quota + tolerance).all(), "a limit above the quota"
+    assert limit.sum() <= quota + tolerance, "the limits add up beyond the quota"
+    assert limit[-1] <= share[-1] + tolerance, "the liar beyond its max-min share of what it claims"
+    margin = EXCESS_TOLERANCE * share[-1]
+    assert (limit[:-1] >= share[:-1] - margin - tolerance).all(), ("an honest broker starved", limit, share)

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from actors.heap import release_free_heap
 from actors.liveness import Heartbeat, driver_identity
 
 ROUNDS_SCHEMA = pa.schema(
@@ -292,6 +293,7 @@ class TelemetryWriter:
             pq.write_table(table, temporary, use_dictionary=_NAME_COLUMNS[name])
             os.replace(temporary, path)
         self._write_manifest(manifest)
+        release_free_heap()  # the batch's rows are freed now: their pages go back (actors/heap.py)
 
     def _write_manifest(self, manifest: dict[str, Any]) -> None:
         """Write `manifest` (atomically: write, then rename) with a fresh `heartbeat_at`; the heartbeat thread

@@ -7,8 +7,8 @@ Two measurements, each the median of many repetitions (min and p90 given too):
   policy called two ways: bound once (`policies.bind(name)`, then the `BoundPolicy` each round, as a broker
   does) and `policies.step(name, ...)`, which binds on every call. The floor, timed in the same run, is the
   plain numpy proportional split `usage / usage.sum(axis=1, keepdims=True) * quota[:, None]`; every median is
-  also given as a ratio to it. Target: at most 0.5 ms for `pip82-steal` and `fair-share`, bound and by `step`;
-  the other policies are timed for comparison.
+  also given as a ratio to it. Target: at most 0.5 ms for `pip82-steal` and `fair-share`, bound and by `step`,
+  in the `process` mode (below); the other policies are timed for comparison.
 - `round`: one full `BrokerNode` round of one broker hosting 5,000 groups, each shared with the same 4 other
   brokers: `admit`, `build_reports`, `receive` of the 4 other brokers' reports, `cleanup`, `allocate`.
   Five nodes are built on the same 5,000 groups and warmed up for a few rounds; in every timed round the
@@ -29,7 +29,8 @@ Each is measured in three child processes of its own, `process` first:
 - `pinned-32m`: both thresholds pinned at 32 MB, a heap that never maps or trims: a long-running broker.
   Information only.
 
-The median CPU time of the timing thread is given next to the wall-clock figures.
+The median CPU time of the timing thread is given next to the wall-clock figures, and (`cpu x`) as a ratio
+to the floor's: what load from elsewhere inflates least.
 
 The machine's load average is recorded with the figures: on a shared machine they are upper bounds.
 

@@ -10,6 +10,8 @@ with masks rather than branching on them.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from allocator.policies.settings import Settings
@@ -152,26 +154,35 @@ def _partner_usage(view: View) -> np.ndarray:
     Brokers are ranked by usage (ties by row) with the absent ones last. An absent broker's partner
     is the lowest present usage; it plays no part (it is never throttled, and its usage 0 is not above it).
     The ranks come from comparing every pair of rows at once (a sort runs per group, ~8 times slower here).
+    The usages are then scattered group-major, `by_rank [g, B]` (group j's entries next to each other, and
+    its flat index `j * B + rank` one addition away from the rank), and each broker's partner gathered from it.
     """
     shape = view.shape
-    n_groups = shape[1]
     rank = _stable_rank(view.usage if view.everyone_present else np.where(view.present, view.usage, np.inf))
-    column = np.arange(n_groups)
+    group_start, mirrored = _group_major_starts(*shape)
     at_rank = scratch("partner.at_rank", shape, np.intp)
-    np.copyto(at_rank, rank)  # widened first: a multiplication that casts as it goes costs twice as much
-    at_rank *= n_groups
-    at_rank += column  # flat index of the place of rank r in group j
-    by_rank = scratch("partner.by_rank", shape)
-    by_rank.ravel()[at_rank] = view.usage  # row k: the usage of rank k
-    if view.everyone_present:  # rank n - 1 - r in group j: (n - 1) * g + 2 * j - (r * g + j)
-        at_partner = np.subtract((shape[0] - 1) * n_groups + 2 * column, at_rank, out=at_rank)
+    np.copyto(at_rank, rank)  # widened first: an addition that casts as it goes costs more
+    at_rank += group_start  # flat index of the place of rank r in group j: j * B + r
+    by_rank = scratch("partner.by_rank", shape[::-1])
+    by_rank.ravel()[at_rank] = view.usage  # by_rank[j, k]: the usage of rank k in group j
+    if view.everyone_present:  # rank B - 1 - r in group j: 2 * j * B + B - 1 - (j * B + r)
+        at_partner = np.subtract(mirrored, at_rank, out=at_rank)
     else:
         at_partner = np.subtract(view.n_present.astype(np.intp) - 1, rank, out=at_rank, dtype=np.intp)
         np.maximum(at_partner, 0, out=at_partner)  # an absent broker's partner: the lowest present usage
-        at_partner *= n_groups
-        at_partner += column
+        at_partner += group_start
     # the indices are in range: mode="clip" skips the bounds check that makes np.take buffer its output
     return np.take(by_rank, at_partner, out=scratch("partner.usage", shape), mode="clip")
+
+
+@lru_cache(maxsize=8)
+def _group_major_starts(n_brokers: int, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """[g] the flat index `j * B` where group j starts in a group-major [g, B] array, and `2 * j * B + B - 1`
+    (read-only, made once per shape)."""
+    group_start = np.arange(n_groups) * n_brokers
+    mirrored = 2 * group_start + (n_brokers - 1)
+    group_start.flags.writeable = mirrored.flags.writeable = False
+    return group_start, mirrored
 
 
 def _stable_rank(key: np.ndarray) -> np.ndarray:
@@ -225,6 +236,6 @@ def safe_max_min_fair_share(view: View, settings: Settings) -> np.ndarray:
         residual_heard = held - broker_sum(held)
         residual_heard += view.quota
     else:
-        residual_heard = view.usage + view.residual  # quota - sum(others' usage), row by row
+        residual_heard = np.add(view.usage, view.residual, out=scratch("residual_heard", view.shape))
     np.maximum(residual_heard, 0.0, out=residual_heard)
     return np.minimum(share, residual_heard, out=share)

@@ -126,6 +126,7 @@ def comparison_figure(runs: list[dict[str, Any]]) -> str:
         axes.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=8)
         axes.set_title(title, fontsize=10)
         axes.set_ylabel(ylabel)
+        axes.set_ylim(bottom=0.0)  # every score is >= 0: an all-zero panel reads 0, not a band around it
     return png_base64(figure)
 
 

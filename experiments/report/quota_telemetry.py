@@ -96,6 +96,7 @@ def quota_figure(per_round: pd.DataFrame, throttled: pd.DataFrame) -> str:
         # a round without a row for the reason was not throttled by it: 0, not the last value carried over
         seconds = series.set_index("round")["throttled_s"].reindex(rounds, fill_value=0.0)
         throttle.step(rounds, seconds, where="mid", label=reason)
+    breach.set_ylim(bottom=0.0)
     throttle.set_ylim(bottom=0.0)
     breach.set_ylabel("breach age (s)")
     throttle.set_ylabel("throttled (s / round)")

@@ -13,8 +13,7 @@ import pytest
 
 import experiments
 from experiments.report import build_report
-from experiments.run import run_scenario
-from experiments.scenario import load_scenario
+from tests.throttle_runs import run_in_both_modes
 
 SCENARIO = Path(experiments.__file__).parent / "scenarios" / "noisy-neighbour.yaml"
 NEIGHBOURS = ["orders", "payments"]
@@ -24,15 +23,7 @@ BURST = (12, 20)  # rounds well inside the burst (it starts at round 10; the run
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("noisy")
-    return {
-        mode: run_scenario(
-            load_scenario(SCENARIO, {"backend": "local", "rounds": 20, "throttle.mode": mode}),
-            root / mode,
-            progress=False,
-        )
-        for mode in ("pause-connection", "signal")
-    }
+    return run_in_both_modes(SCENARIO, 20, tmp_path_factory.mktemp("noisy"))
 
 
 def in_burst(run_dir: Path) -> pd.DataFrame:

@@ -12,8 +12,7 @@ import pyarrow.dataset as ds
 import pytest
 
 import experiments
-from experiments.run import run_scenario
-from experiments.scenario import load_scenario
+from tests.throttle_runs import run_in_both_modes
 
 SCENARIO = Path(experiments.__file__).parent / "scenarios" / "slow-persistence.yaml"
 BULK_BURST = (12, 24)  # bulk-loader bursts over the broker's persistence in rounds 10 to 24
@@ -23,15 +22,7 @@ MIB = 1024 * 1024
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("slow")
-    return {
-        mode: run_scenario(
-            load_scenario(SCENARIO, {"backend": "local", "rounds": 37, "throttle.mode": mode}),
-            root / mode,
-            progress=False,
-        )
-        for mode in ("pause-connection", "signal")
-    }
+    return run_in_both_modes(SCENARIO, 37, tmp_path_factory.mktemp("slow"))
 
 
 def table(run_dir: Path, name: str) -> pd.DataFrame:

@@ -287,8 +287,9 @@ class TelemetryWriter:
 
     def _write_batch(self, parts: list[tuple[str, Path, list[dict[str, Any]]]], manifest: dict[str, Any]) -> None:
         for name, path, batches in parts:
-            # Written under another name, then renamed: a driver killed mid-write leaves no truncated part.
-            temporary = path.with_name(path.name + ".tmp")
+            # Written under a hidden name (Arrow and Spark skip names starting with '.'), then renamed: a reader
+            # during the run never sees a part half written, and a driver killed mid-write leaves none.
+            temporary = path.with_name(f".{path.name}.tmp")
             table = pa.concat_tables([self._table(name, columns) for columns in batches])
             pq.write_table(table, temporary, use_dictionary=_NAME_COLUMNS[name])
             os.replace(temporary, path)

@@ -36,7 +36,7 @@ def final_table(run_dir: Path, max_groups: int = MAX_GROUPS) -> str:
     if len(groups) > max_groups:
         lines.append(f"... {len(groups) - max_groups:,} more groups; all in {run_dir / 'rounds'}")
     events = ds.dataset(run_dir / "events", format="parquet").to_table(columns=["round"]).column("round")
-    since_event = last_round - max(0, pc.max(events).as_py() or 0)
+    since_event = last_round - (pc.max(events).as_py() or 0)  # no event: counted from the start
     lines.append(f"round {last_round}: {since_event} rounds since the last event")
     return "\n".join(lines)
 

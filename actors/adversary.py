@@ -13,8 +13,9 @@ import numpy as np
 
 from actors.plan import BrokerPlan, ForgeEvent
 from allocator.broker_node import Traffic
-from allocator.codec import UsageReport, encode_split
+from allocator.codec import encode_split
 from allocator.node_settings import NodeSettings
+from allocator.usage_report import UsageReport
 
 FORGED_INCARNATION = 2**62
 FORGED_SEQ = 2**63 - 1

@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from allocator.bucket_array import TokenBucketArray
-from allocator.codec import check_key, decode_batch
+from allocator.codec import decode_batch
+from allocator.envelope import check_key
 from allocator.fallback import Fallback
 from allocator.loss_meter import LossMeter, copies_needed
 from allocator.node_settings import NodeSettings

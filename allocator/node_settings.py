@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from allocator import policies
-from allocator.codec import check_key
+from allocator.envelope import check_key
 from allocator.fallback import FallbackSettings
 from allocator.ramped_pool import GroupRamp
 from allocator.signing import PublicKeys

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from allocator.codec import UsageReport, encode_split
+from allocator.codec import encode_split
 from allocator.node_settings import NodeSettings
 from allocator.reporting import Selection
 from allocator.routing import Routes
 from allocator.signing import Signer
+from allocator.usage_report import UsageReport
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,15 @@ import os
 import time
 from collections.abc import Callable
 
+import msgpack
 import numpy as np
 from common import command_line, environment, results_path, save_results
 
-from allocator import codec
-from allocator.codec import DIMENSIONS, UsageReport, decode_report, encode_report
+from allocator import envelope
+from allocator.codec import decode_report, encode_report
+from allocator.report_fields import DIMENSIONS
 from allocator.signing import PublicKeys, Signer
+from allocator.usage_report import UsageReport
 
 RESULTS = results_path("codec")
 GROUPS = 5_000
@@ -159,17 +162,17 @@ def signing(groups: int = GROUPS, repeats: int = 5) -> list[dict]:
     flags = 0
     for n_dimensions, demand in ((1, False), (4, True)):
         report = make_report(groups, n_dimensions, 1, demand=demand, dictionary=False)
-        body = codec.msgpack.unpackb(encode_report(report))[2]  # the body bytes a signature covers
-        signature = SIGNER.sign(codec._signed_message(codec.FORMAT_VERSION, flags, body))
-        mac = codec._signature(KEY, codec.FORMAT_VERSION, flags, body)
+        body = msgpack.unpackb(encode_report(report))[2]  # the body bytes a signature covers
+        signature = SIGNER.sign(envelope.signed_message(envelope.FORMAT_VERSION, flags, body))
+        mac = envelope.hmac_signature(KEY, envelope.FORMAT_VERSION, flags, body)
         timings = {
-            "hmac_sign_us": lambda b=body: codec._signature(KEY, codec.FORMAT_VERSION, flags, b),
+            "hmac_sign_us": lambda b=body: envelope.hmac_signature(KEY, envelope.FORMAT_VERSION, flags, b),
             "hmac_verify_us": lambda b=body, m=mac: hmac.compare_digest(
-                m, codec._signature(KEY, codec.FORMAT_VERSION, flags, b)
+                m, envelope.hmac_signature(KEY, envelope.FORMAT_VERSION, flags, b)
             ),
-            "ed25519_sign_us": lambda b=body: SIGNER.sign(codec._signed_message(codec.FORMAT_VERSION, flags, b)),
+            "ed25519_sign_us": lambda b=body: SIGNER.sign(envelope.signed_message(envelope.FORMAT_VERSION, flags, b)),
             "ed25519_verify_us": lambda b=body, s=signature: PUBLIC_KEYS.verify(
-                "broker-042", s, codec._signed_message(codec.FORMAT_VERSION, flags, b)
+                "broker-042", s, envelope.signed_message(envelope.FORMAT_VERSION, flags, b)
             ),
         }
         if not timings["ed25519_verify_us"]():

@@ -34,11 +34,11 @@ from actors.plan import (
 )
 from actors.workload import Profile
 from allocator import policies
-from allocator.codec import DIMENSIONS
 from allocator.fallback import FallbackSettings
 from allocator.node_settings import NodeSettings
 from allocator.producers import MIB, ProducerSet, ThrottleSettings
 from allocator.ramped_pool import GroupRamp
+from allocator.report_fields import DIMENSIONS
 from allocator.routing import TOPIC_DTYPE, Routes
 from allocator.signing import PublicKeys, Signer
 from experiments.scenario.spec import BrokerSpec, EventSpec, ProducerSpec, Scenario

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from actors.workload import Profile
-from allocator.codec import DIMENSIONS
+from allocator.report_fields import DIMENSIONS
 
 # Fields read from a file or the environment when a scenario loads: not keys of a scenario file, and left out of
 # `Scenario.to_dict` (the manifest), so a secret is never written.

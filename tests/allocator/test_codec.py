@@ -19,19 +19,16 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from allocator.codec import (
-    COMPRESSED,
-    DIMENSIONS,
-    FLOAT32,
-    FORMAT_VERSION,
     MAX_REPORT_BYTES,
-    ReportBatch,
     ReportError,
-    UsageReport,
     decode_batch,
     decode_report,
     encode_report,
     encode_split,
 )
+from allocator.envelope import COMPRESSED, FLOAT32, FORMAT_VERSION
+from allocator.report_fields import DIMENSIONS
+from allocator.usage_report import ReportBatch, UsageReport
 
 KEY = b"cluster-key"
 OTHER_KEY = b"another-key"

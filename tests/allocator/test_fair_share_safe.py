@@ -14,9 +14,10 @@ from test_broker_node import MSGS, T0, exchange, node, payloads
 
 from allocator import policies
 from allocator.broker_node import MIN_LIMIT, BrokerNode
-from allocator.codec import UsageReport, decode_report
+from allocator.codec import decode_report
 from allocator.node_settings import NodeSettings
 from allocator.policies import POLICIES, RECOMMENDED, Settings, bind, initial_limit, step
+from allocator.usage_report import UsageReport
 from allocator.waterfill import max_min_fair
 
 SAFE = RECOMMENDED

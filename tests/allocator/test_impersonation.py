@@ -11,9 +11,10 @@ import pytest
 
 from allocator import policies
 from allocator.broker_node import BrokerNode
-from allocator.codec import UsageReport, encode_report
+from allocator.codec import encode_report
 from allocator.node_settings import NodeSettings
 from allocator.signing import PublicKeys, Signer
+from allocator.usage_report import UsageReport
 from allocator.usage_table import SEQ_SLACK, Merge
 
 MSGS = ("publish_msgs_per_s",)

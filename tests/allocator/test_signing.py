@@ -11,8 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from allocator.codec import ED25519, ReportError, UsageReport, decode_batch, decode_report, encode_report
+from allocator.codec import ReportError, decode_batch, decode_report, encode_report
+from allocator.envelope import ED25519
 from allocator.signing import PublicKeys, Signer, write_key_directory
+from allocator.usage_report import UsageReport
 from tests.allocator.test_codec import (
     FLOAT32_MAX,
     decode_or_report_error,

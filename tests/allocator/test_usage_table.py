@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator.codec import ReportBatch, UsageReport
+from allocator.usage_report import ReportBatch, UsageReport
 from allocator.usage_table import OWN, CleanupRules, Merge, UsageTable
 
 DIMS = ("publish_msgs_per_s", "publish_bytes_per_s")

@@ -83,16 +83,18 @@ def pip82_steal(view: View, settings: Settings) -> np.ndarray:
     shape = view.shape
     gap = _partner_usage(view)
     gap -= view.usage  # > 0: the partner uses more; < 0: this broker dominates
+    dominant = np.less(gap, 0.0, out=scratch("steal.dominant", shape, bool))
     stealing = view.throttled(settings.throttle_tolerance)
-    stealing &= np.greater(gap, 0.0, out=scratch("steal.mask", shape, bool))
-    steal = np.multiply(gap, settings.steal_fraction, out=scratch("steal.steal", shape))
+    stealing &= np.greater(gap, 0.0, out=scratch("steal.gap_above", shape, bool))
+    # the gap's array holds the steal, then the excess: one array less to keep in cache
+    steal = np.multiply(gap, settings.steal_fraction, out=gap)
     steal += view.usage  # steal_fraction of the way to the partner's usage
     steal *= stealing
     np.maximum(share, steal, out=share)  # where not stealing, steal is 0 and the share (>= 0) stays
     excess = np.subtract(share, view.usage, out=steal)
     excess -= view.residual  # share - (quota - sum(others' usage))
     np.maximum(excess, 0.0, out=excess)
-    excess *= np.less(gap, 0.0, out=scratch("steal.mask", shape, bool))  # only a dominant broker yields
+    excess *= dominant  # only a dominant broker yields
     share -= excess
     return share
 
@@ -172,7 +174,7 @@ def _partner_usage(view: View) -> np.ndarray:
         np.maximum(at_partner, 0, out=at_partner)  # an absent broker's partner: the lowest present usage
         at_partner += group_start
     # the indices are in range: mode="clip" skips the bounds check that makes np.take buffer its output
-    return np.take(by_rank, at_partner, out=scratch("partner.usage", shape), mode="clip")
+    return by_rank.take(at_partner, out=scratch("partner.usage", shape), mode="clip")
 
 
 @lru_cache(maxsize=8)

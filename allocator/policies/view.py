@@ -46,8 +46,7 @@ class View:
     `quota` is 0 for unlimited groups so that rules compute quietly; `finish` marks those groups -1.
     `limited` says where a present broker's own limit is a finite non-negative number (a negative or infinite
     limit is the "was unlimited" marker, so it neither throttles nor anchors smoothing and `max_step`);
-    `limit` holds 0 everywhere else, so the arithmetic on it stays finite; when every entry is limited
-    (`everyone_limited`) it is the caller's array as given, a read-only transposed view (a copy costs a pass).
+    `limit` holds 0 everywhere else, so the arithmetic on it stays finite.
     """
 
     quota: np.ndarray  # [g]
@@ -136,7 +135,7 @@ def make_view(inputs: Inputs, rows: slice) -> View:
         np.copyto(present, inputs.present[rows].T)
     usage = _rates("usage", inputs.usage[rows], present, everyone)
     demand = None if inputs.demand is None else _rates("demand", inputs.demand[rows], present, everyone)
-    limit = inputs.limit[rows].T  # the caller's array: read here, copied below unless every entry is limited
+    limit = _transposed("view.limit", inputs.limit[rows], np.float64)
     limited = scratch("view.limited", shape, bool)
     every_limit_a_number = _all_within(limit, 0.0, np.inf)
     if every_limit_a_number:  # the present brokers' are limited
@@ -148,11 +147,7 @@ def make_view(inputs: Inputs, rows: slice) -> View:
         limited &= np.less(limit, np.inf, out=scratch("view.finite", shape, bool))
         limited &= present
     everyone_limited = everyone and every_limit_a_number  # else some entry is absent or has no number as its limit
-    if everyone_limited:  # the limits as given (see `View`)
-        limit = limit.view()
-        limit.flags.writeable = False
-    else:
-        limit = _transposed("view.limit", inputs.limit[rows], np.float64)
+    if not everyone_limited:
         np.copyto(limit, 0.0, where=~limited)
     if everyone:
         n_present = scratch("view.n_present", shape[1:])

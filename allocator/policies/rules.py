@@ -234,9 +234,8 @@ def _partner_by_order(usage: np.ndarray) -> np.ndarray:
     n_brokers, n_groups = usage.shape
     partner_rows = _partner_rows(n_brokers, n_groups)  # first: made with `_order_code`, whose scratch it shares
     code = _order_code(usage)
-    at_partner = scratch("partner.at_order", usage.shape, np.intp)
-    for broker, rows in enumerate(partner_rows):
-        rows.take(code, out=at_partner[broker], mode="clip")  # in range: mode="clip" only skips the bounds check
+    # the codes are in range: mode="clip" only skips the bounds check
+    at_partner = partner_rows.take(code, axis=1, out=scratch("partner.at_order", usage.shape, np.intp), mode="clip")
     at_partner += _group_offsets(n_groups)  # the partner's row start plus the group's column
     return usage.take(at_partner, out=scratch("partner.usage", usage.shape), mode="clip")
 

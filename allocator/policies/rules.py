@@ -267,15 +267,24 @@ def _bit_values(n_bits: int) -> np.ndarray:
 @lru_cache(maxsize=8)
 def _partner_rows(n_brokers: int, n_groups: int) -> np.ndarray:
     """[B, 2^(B(B - 1)/2)] for each order code (`_order_code`) and broker b, `c * g`: the start of the row of b's
-    partner c in a [B, g] array (read-only, made once per shape from the B! orders; codes of no order stay 0)."""
+    partner c in a [B, g] array (read-only, made once per shape from `_partner_brokers`)."""
+    rows = _partner_brokers(n_brokers) * n_groups
+    rows.flags.writeable = False
+    return rows
+
+
+@lru_cache(maxsize=ORDER_TABLE_MAX_BROKERS + 1)
+def _partner_brokers(n_brokers: int) -> np.ndarray:
+    """[B, 2^(B(B - 1)/2)] for each order code (`_order_code`) and broker b, its partner c (read-only, made once per
+    number of brokers from the B! orders, ~1 ms at 5; codes of no order stay 0)."""
     orders = np.array(list(itertools.permutations(range(n_brokers))), dtype=np.float64).T  # [B, B!]: the ranks
-    rows = np.zeros((n_brokers, 1 << (n_brokers * (n_brokers - 1) // 2)), dtype=np.intp)
+    partners = np.zeros((n_brokers, 1 << (n_brokers * (n_brokers - 1) // 2)), dtype=np.intp)
     for order, code in enumerate(_order_code(orders)):
         rank = orders[:, order].astype(np.intp)
         broker_at_rank = np.argsort(rank)
-        rows[:, code] = broker_at_rank[n_brokers - 1 - rank] * n_groups  # rank r's partner: rank B - 1 - r
-    rows.flags.writeable = False
-    return rows
+        partners[:, code] = broker_at_rank[n_brokers - 1 - rank]  # rank r's partner: rank B - 1 - r
+    partners.flags.writeable = False
+    return partners
 
 
 @lru_cache(maxsize=8)

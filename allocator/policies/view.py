@@ -40,7 +40,8 @@ class Inputs:
 @dataclass(frozen=True)
 class View:
     """The arrays a rule reads for a chunk of g groups, checked and masked, broker-major: absent entries hold 0
-    in `usage` and `demand`. The [B, g] arrays are `scratch`: valid until the next `make_view` in this thread.
+    in `usage` and `demand`. The [B, g] arrays (and `n_present` when everyone is present) are `scratch`: valid
+    until the next `make_view` in this thread.
 
     `quota` is 0 for unlimited groups so that rules compute quietly; `finish` marks those groups -1.
     `limited` says where a present broker's own limit is a finite non-negative number (a negative or infinite
@@ -58,6 +59,7 @@ class View:
     n_present: np.ndarray  # [g], a count held as float64
     total_usage: np.ndarray  # [g], the usages added broker by broker
     everyone_present: bool = False  # every broker of the chunk is present: masking by `present` changes nothing
+    everyone_limited: bool = False  # ... and every limit is a number: masking by `limited` changes nothing
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -75,10 +77,12 @@ class View:
         return self.quota / np.maximum(self.n_present, 1.0)
 
     def throttled(self, tolerance: float) -> np.ndarray:
-        """[B, g] a present broker using its own limit up to `tolerance` is taken as throttled."""
-        held_at = np.multiply(self.limit, 1.0 - tolerance, out=scratch("throttled.held_at", self.limit.shape))
-        throttled = self.usage >= held_at
-        throttled &= self.limited
+        """[B, g] (`scratch`) a present broker using its own limit up to `tolerance` is taken as throttled."""
+        shape = self.shape
+        held_at = np.multiply(self.limit, 1.0 - tolerance, out=scratch("throttled.held_at", shape))
+        throttled = np.greater_equal(self.usage, held_at, out=scratch("throttled", shape, bool))
+        if not self.everyone_limited:
+            throttled &= self.limited
         return throttled
 
 
@@ -123,7 +127,7 @@ def make_view(inputs: Inputs, rows: slice) -> View:
     are reductions (a minimum and a maximum) wherever every value passes: the masks are built only if not.
     """
     shape = inputs.usage[rows].T.shape
-    everyone = bool(inputs.present[rows].all())
+    everyone = bool(np.logical_and.reduce(inputs.present[rows], axis=None))
     present = scratch("view.present", shape, bool)
     if everyone:
         present.fill(True)
@@ -133,7 +137,8 @@ def make_view(inputs: Inputs, rows: slice) -> View:
     demand = None if inputs.demand is None else _rates("demand", inputs.demand[rows], present, everyone)
     limit = _transposed("view.limit", inputs.limit[rows], np.float64)
     limited = scratch("view.limited", shape, bool)
-    if _all_within(limit, 0.0, np.inf):  # every limit a number: the present brokers' are limited
+    every_limit_a_number = _all_within(limit, 0.0, np.inf)
+    if every_limit_a_number:  # the present brokers' are limited
         np.copyto(limited, present)
     else:
         if (present & np.isnan(limit)).any():
@@ -141,9 +146,14 @@ def make_view(inputs: Inputs, rows: slice) -> View:
         np.greater_equal(limit, 0.0, out=limited)
         limited &= np.less(limit, np.inf, out=scratch("view.finite", shape, bool))
         limited &= present
-    if not limited.all():
+    everyone_limited = everyone and every_limit_a_number  # else some entry is absent or has no number as its limit
+    if not everyone_limited:
         np.copyto(limit, 0.0, where=~limited)
-    n_present = np.full(present.shape[1], float(len(present))) if everyone else broker_sum(present)
+    if everyone:
+        n_present = scratch("view.n_present", shape[1:])
+        n_present.fill(len(present))
+    else:
+        n_present = broker_sum(present)
     return View(
         quota=inputs.quota[rows],
         unlimited=inputs.unlimited[rows],
@@ -155,14 +165,17 @@ def make_view(inputs: Inputs, rows: slice) -> View:
         n_present=n_present,
         total_usage=broker_sum(usage),
         everyone_present=everyone,
+        everyone_limited=everyone_limited,
     )
 
 
 def broker_sum(values: np.ndarray) -> np.ndarray:
     """[g] the sum over brokers of `values [B, g]` as float64, added row by row: the same rounding whatever the
     chunk's shape (numpy sums a [B, 1] array pairwise)."""
-    total = np.zeros(values.shape[1])
-    for row in values:
+    if not len(values):
+        return np.zeros(values.shape[1])
+    total = np.add(values[0], 0.0, dtype=np.float64)  # the first row added to 0, without an array of zeros
+    for row in values[1:]:
         total += row
     return total
 
@@ -207,7 +220,9 @@ def _rates(name: str, values: np.ndarray, present: np.ndarray, everyone: bool) -
 
 def _all_within(values: np.ndarray, low: float, above: float) -> bool:
     """Whether every value is in [low, above) (a NaN is not): two reductions, no temporary."""
-    return values.size == 0 or bool(values.min() >= low and values.max() < above)
+    return values.size == 0 or bool(
+        np.minimum.reduce(values, axis=None) >= low and np.maximum.reduce(values, axis=None) < above
+    )
 
 
 def finish(new_limit: np.ndarray, view: View, settings: Settings, out: np.ndarray) -> None:
@@ -229,7 +244,7 @@ def finish(new_limit: np.ndarray, view: View, settings: Settings, out: np.ndarra
         np.maximum(new_limit, own - largest_change, out=new_limit, where=anchored)
     if settings.min_share:
         np.maximum(new_limit, settings.min_share * view.equal_share, out=new_limit)
-    if new_limit.size and new_limit.min() < 0.0:  # most rules give no negative limit: a reduction, no pass
+    if new_limit.size and np.minimum.reduce(new_limit, axis=None) < 0.0:  # most rules give none: a reduction
         np.maximum(new_limit, 0.0, out=new_limit)
     if view.everyone_present:
         np.minimum(new_limit, view.quota, out=out)  # 0 for unlimited groups, marked -1 below

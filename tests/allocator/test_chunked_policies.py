@@ -98,11 +98,14 @@ def test_chunks_give_the_result_of_one_chunk(view, name: str, chunk_entries: int
 
 
 @settings(max_examples=300, deadline=None)
-@given(view=views())
-def test_steal_pairs_like_a_stable_argsort(view) -> None:
+@given(view=views(), everyone_present=st.booleans())
+def test_steal_pairs_like_a_stable_argsort(view, everyone_present: bool) -> None:
     """pip82-steal with steal_fraction 1 and every broker throttled: a broker below its partner gets at least
-    the partner's usage, which pins the partner the plain argsort pairing finds."""
+    the partner's usage, which pins the partner the plain argsort pairing finds. With everyone present, up to 5
+    brokers look their order up in a table, more rank and scatter."""
     quota, usage, _, _, present = view
+    if everyone_present:
+        present = np.ones_like(present)
     quota = np.full(len(quota), 1e12)  # under quota: the proportional share and the steal, nobody yields
     new_limit = step("pip82-steal", quota, usage, usage, None, present, steal_fraction=1.0)
     partner = plain_partner_usage(usage, present)

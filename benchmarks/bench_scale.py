@@ -7,7 +7,9 @@ of its own, so its peak RSS is its own (on Ray, the actor processes' RSS is samp
 - `local` with `interest` routing (the scenario as shipped) and with `broadcast` (every report to every
   subscriber of its shard, for comparison), and `ray` with `interest` and 10 brokers per actor;
 - ready: from reading the scenario to the end of round 0 (every broker started and through one round);
-- steady state: rounds per second over the rounds after round 5;
+- steady state: rounds per second over two whole cycles of the forced report after round 5 (rounds 5-14
+  with `force_every: 5`): a forced round and the one after it carry most entries, so a window of part of a
+  cycle would weigh them more or less than a long run does;
 - bytes published and delivered per round in the steady state, next to PIP-82's estimate (56 MB published,
   5.6 GB consumed).
 
@@ -47,6 +49,7 @@ SCENARIO = ROOT / "experiments" / "scenarios" / "scale-pip82.yaml"
 PIP82_PUBLISHED_BYTES = 56e6  # PIP-82's estimate per round: 100 brokers x 5,000 namespaces
 PIP82_CONSUMED_BYTES = 5.6e9  # ... each report read by the 99 other brokers
 WARMUP_ROUNDS = 5
+STEADY_CYCLES = 2  # whole cycles of `reporting.force_every` rounds timed after the warm-up
 TARGETS = {
     "ready_s": 30.0,
     "local_rounds_per_s": 2.0,
@@ -55,6 +58,7 @@ TARGETS = {
     "published_per_round": PIP82_PUBLISHED_BYTES / 10,
     "delivered_per_round": PIP82_CONSUMED_BYTES / 100,
 }
+DEFAULT_ROUNDS = WARMUP_ROUNDS + STEADY_CYCLES * 5  # rounds 0-14 (scale-pip82.yaml forces a report every 5)
 FULL = {"brokers": 100, "groups": 100_000}
 QUICK = {"brokers": 20, "groups": 20_000}
 CONFIGURATIONS = (("local", "interest"), ("local", "broadcast"), ("ray", "interest"))
@@ -127,6 +131,7 @@ def child(backend_name: str, routing: str, rounds: int, size: dict[str, int]) ->
         "generated.groups": size["groups"],
     }
     scenario = load_scenario(SCENARIO, overrides)
+    steady_rounds = steady_window(scenario.reporting.force_every, rounds)
     plan = build_plan(scenario)
     planned_s = time.perf_counter() - start
     backend = make_backend(backend_name)
@@ -138,7 +143,7 @@ def child(backend_name: str, routing: str, rounds: int, size: dict[str, int]) ->
 
         ray.shutdown()
     round_ends = np.array(stamps) - start
-    steady_s = np.diff(round_ends[WARMUP_ROUNDS - 1 :])
+    steady_s = np.diff(round_ends[WARMUP_ROUNDS - 1 :])[:steady_rounds]
     self_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {
         "backend": backend_name,
@@ -149,10 +154,19 @@ def child(backend_name: str, routing: str, rounds: int, size: dict[str, int]) ->
         "planned_s": planned_s,
         "ready_s": float(round_ends[0]),
         "round_s": [float(s) for s in np.diff(round_ends)],
+        "steady_rounds": len(steady_s),
         "steady_rounds_per_s": float(len(steady_s) / steady_s.sum()),
         "peak_rss_bytes": self_rss + sampler.peak,
         "bytes": bytes_per_round,
     }
+
+
+def steady_window(force_every: int, rounds: int) -> int:
+    """Rounds timed for the steady state: as many whole cycles of the forced report as `rounds` holds after
+    the warm-up (at most `STEADY_CYCLES`), or every round after the warm-up when it holds none."""
+    after_warmup = rounds - WARMUP_ROUNDS
+    cycles = min(STEADY_CYCLES, after_warmup // force_every)
+    return cycles * force_every if cycles else after_warmup
 
 
 # --- the driver -----------------------------------------------------------------------------------------
@@ -192,7 +206,9 @@ def _targets(runs: dict[str, dict[str, Any]], quick: bool) -> dict[str, bool]:
     return met
 
 
-def run(quick: bool = False, rounds: int = 12, timeout_s: float = 900.0, no_ray: bool = False) -> dict[str, Any]:
+def run(
+    quick: bool = False, rounds: int = DEFAULT_ROUNDS, timeout_s: float = 900.0, no_ray: bool = False
+) -> dict[str, Any]:
     """Every configuration (local only with `quick` or `no_ray`), each in its own process."""
     configurations = [(b, r) for b, r in CONFIGURATIONS if not ((quick or no_ray) and b == "ray")]
     if quick:
@@ -237,7 +253,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="20 brokers x 20,000 groups, local only")
     parser.add_argument("--no-ray", action="store_true", help="local backend only")
-    parser.add_argument("--rounds", type=int, default=12, help="rounds per run (default 12)")
+    parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help=f"rounds per run (default {DEFAULT_ROUNDS})")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per configuration (default 900)")
     parser.add_argument("--child", nargs=2, metavar=("BACKEND", "ROUTING"), help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -162,6 +162,7 @@ class LogicalBroker:
         if reachable != self.registry_reachable:
             self.registry_reachable = reachable
             self.node.set_registry_reachable(reachable)
+
     def set_quota(self, group_id: int, quota: np.ndarray, limited: np.ndarray) -> None:
         rows = np.flatnonzero(self.plan.group_ids == group_id)
         if len(rows):

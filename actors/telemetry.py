@@ -173,6 +173,7 @@ def library_versions() -> dict[str, str]:
 def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
+
 # Dictionary-encoded in Parquet: the name columns only. Trying a dictionary on every column (pyarrow's default)
 # cost 0.70-0.76 s of CPU for a PIP-82-sized round (500,000 rows), names only 0.28-0.36 s, for a file no bigger.
 _NAME_COLUMNS = {

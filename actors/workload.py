@@ -28,6 +28,7 @@ class Profile:
     kind: str
     params: dict[str, Any]
 
+
 RateFunction = Callable[[Mapping[str, Any], int, np.random.Generator], float]
 
 

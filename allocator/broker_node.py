@@ -459,6 +459,7 @@ class BrokerNode:
             rate = np.where(self.serving, self.limit[:, index], np.inf)
             bucket.set_rate(rate, now_ns, capacity=rate * self.settings.interval_s)
 
+
 def _checked_quota(quota: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     """[G, D] quotas as float64: rates >= 0, or `np.inf` for unlimited (the one way to say it)."""
     quota = np.array(quota, dtype=np.float64).reshape(shape)

@@ -35,9 +35,7 @@ def envelope_flags(*, compress: bool, float32: bool, signer: Signer | None) -> i
     return (COMPRESSED if compress else 0) | (FLOAT32 if float32 else 0) | (ED25519 if signer is not None else 0)
 
 
-def seal(
-    packer: msgpack.Packer, body: bytes, *, key: bytes | None, signer: Signer | None, flags: int
-) -> bytes:
+def seal(packer: msgpack.Packer, body: bytes, *, key: bytes | None, signer: Signer | None, flags: int) -> bytes:
     """The envelope around a packed body: compressed if `flags` say so, then signed with `key` or `signer`."""
     if flags & COMPRESSED:
         body = zlib.compress(body, _ZLIB_LEVEL)

@@ -90,4 +90,3 @@ class Routes:
         pair_rows, pair_topics = pair_rows[order], pair_topics[order]
         starts = np.flatnonzero(np.r_[True, pair_topics[1:] != pair_topics[:-1]])
         return pair_rows, pair_topics[starts], np.r_[starts, len(pair_rows)]
-

@@ -136,9 +136,7 @@ def speeds(groups: int = GROUPS, repeats: int = 5) -> list[dict]:
         if decode_report(data, key=key, public_keys=public_keys) != report:  # 1 s rates are whole: float32 holds them
             raise RuntimeError(f"{name}: the report did not survive the round trip")
         encode_s = _best_seconds(lambda r=report, o=options: encode_report(r, **o), repeats)
-        decode_s = _best_seconds(
-            lambda d=data, k=key, p=public_keys: decode_report(d, key=k, public_keys=p), repeats
-        )
+        decode_s = _best_seconds(lambda d=data, k=key, p=public_keys: decode_report(d, key=k, public_keys=p), repeats)
         rows.append(
             {
                 "case": name,

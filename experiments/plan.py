@@ -357,4 +357,3 @@ def _detail(params: Mapping[str, Any]) -> str:
     """The event's parameters as written, for the `events` table."""
     shown = {key: (asdict(value) if isinstance(value, Profile) else value) for key, value in params.items()}
     return json.dumps(shown, default=str)
-

@@ -126,6 +126,8 @@ def _serve_metrics(address: MetricsAddress, names: dict[str, list[str]]) -> Metr
         return MetricsServer(LiveMetrics(names), address.host, address.port)
     except OSError as error:
         raise UserError(f"--metrics-port {address.port}: cannot serve on {address.host} ({error.strerror})") from None
+
+
 def _check_redis(url: str) -> None:
     """A run on Redis starts only if Redis answers (mid-run, the brokers ride out an outage)."""
     from actors.redis_consensus import ping

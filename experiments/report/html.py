@@ -21,11 +21,11 @@ from experiments.report.summary import Results
 
 UNSET = "(unset)"  # a scenario key one run has and another has not
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; line-height: 1.4 }
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1320px; color: #222; line-height: 1.4 }
 h1 { border-bottom: 2px solid #444 } h2 { margin-top: 2.5em; border-bottom: 1px solid #aaa }
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.85em; display: block; overflow-x: auto }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.45em; text-align: right; vertical-align: top }
-th { background: #f0f0f0 } td.text { text-align: left }
+th { background: #f0f0f0 } .text { text-align: left }
 img { max-width: 100%; display: block; margin: 0.5em 0 1.5em }
 .note { color: #666; font-size: 0.9em } dt { font-weight: bold; margin-top: 0.5em }
 """
@@ -332,12 +332,12 @@ def html_table(header: list[str], rows: list[list[Any]], text_columns: int) -> s
     """A table whose first `text_columns` columns are left-aligned text and the rest right-aligned numbers
     (`None` shown as an empty cell)."""
 
-    def cell(index: int, value: Any) -> str:
+    def cell(tag: str, index: int, value: Any) -> str:
         css = ' class="text"' if index < text_columns else ""
-        return f"<td{css}>{escape('' if value is None else str(value))}</td>"
+        return f"<{tag}{css}>{escape('' if value is None else str(value))}</{tag}>"
 
-    head = "".join(f"<th>{escape(name)}</th>" for name in header)
-    body = "".join("<tr>" + "".join(cell(i, value) for i, value in enumerate(row)) + "</tr>" for row in rows)
+    head = "".join(cell("th", i, name) for i, name in enumerate(header))
+    body = "".join("<tr>" + "".join(cell("td", i, value) for i, value in enumerate(row)) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 

@@ -151,4 +151,3 @@ def _check_lifecycle(events: Sequence[EventSpec], key: str, brokers: Sequence[Br
                 f"{event.kind} needs a broker that {_STATES[needed]}{hint}",
             )
         state[event.target] = after
-

@@ -185,7 +185,6 @@ def _top_level(data: Any, source: str) -> dict[str, Any]:
     return data
 
 
-
 def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
     checks.mapping(top, "", converter.names(Scenario), required=("name",))
     settings = converter.plain_fields(Scenario, top, "")

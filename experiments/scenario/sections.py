@@ -297,7 +297,6 @@ def _partitions(raw: Any, key: str, context: Context) -> tuple[tuple[str, ...], 
     return tuple(partitions)
 
 
-
 REDIS_URL_SCHEMES = ("redis://", "rediss://", "unix://")
 
 

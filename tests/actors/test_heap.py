@@ -30,4 +30,3 @@ def test_freed_pages_go_back_to_the_system() -> None:
     released, before_mb, after_mb = output.split()
     assert released == "True"
     assert float(before_mb) - float(after_mb) > 100  # of the 128 MB freed
-

@@ -144,8 +144,10 @@ def plain_step(name: str, quota, usage, limit, demand, present, params: dict) ->
             excess = np.maximum(share - usage - (quota - total)[:, None], 0.0)
             share = share - np.where(gap < 0, excess, 0.0)
     else:
-        wants = np.where(present, demand, 0.0) if demand is not None else usage + np.where(
-            throttled, np.maximum(own * (1.0 + knobs.headroom) - usage, 0.0), 0.0
+        wants = (
+            np.where(present, demand, 0.0)
+            if demand is not None
+            else usage + np.where(throttled, np.maximum(own * (1.0 + knobs.headroom) - usage, 0.0), 0.0)
         )
         share = plain_max_min_fair(quota, wants, present)
     if knobs.smoothing:

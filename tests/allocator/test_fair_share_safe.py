@@ -362,8 +362,12 @@ EXCESS_CASES = [
     ("off: the excess holds the room", [90.0] * 6, 0, [1.0] + [10.0] * 5),
     ("within 5% of the share is no excess", [52.0] * 6, 1, [1.0] + [48.0] * 5),
     # in excess for two rounds, then under its share for one: the count starts again
-    ("an excess that ends starts the count again", [90.0, 90.0, 40.0, 90.0, 90.0, 90.0], 3,
-     [1.0, 10.0, 50.0, 10.0, 10.0, 50.0]),
+    (
+        "an excess that ends starts the count again",
+        [90.0, 90.0, 40.0, 90.0, 90.0, 90.0],
+        3,
+        [1.0, 10.0, 50.0, 10.0, 10.0, 50.0],
+    ),
 ]
 
 

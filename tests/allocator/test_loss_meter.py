@@ -43,9 +43,7 @@ def test_a_bad_memory_is_refused():
 
 @settings(max_examples=200, deadline=None)
 @given(
-    st.lists(
-        st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 2), st.integers(1, 30)), max_size=6), max_size=8
-    )
+    st.lists(st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 2), st.integers(1, 30)), max_size=6), max_size=8)
 )
 def test_the_loss_is_a_share_and_none_without_gaps(received):
     loss = rounds(LossMeter("a"), *received)

@@ -129,4 +129,3 @@ def test_mutated_signed_reports_raise_only_report_error(report: UsageReport, com
 @given(st.binary(max_size=300))
 def test_random_bytes_raise_only_report_error(data: bytes) -> None:
     decode_or_report_error(data, public_keys=PUBLIC)
-

@@ -138,9 +138,7 @@ BAD = {
     "ramp min above max": Bad(ramp("min: 200"), f"{RAMP}.min", "must be <= max (100), got 200"),
     "ramp duration negative": Bad(ramp("duration_s: -5"), f"{RAMP}.duration_s", "must be > 0, got -5"),
     "ramp threshold above 100": Bad(ramp("usage_threshold_pct: 150"), f"{RAMP}.usage_threshold_pct", "in (0, 100]"),
-    "ramp without max": Bad(
-        quota("{ramp_up: {mode: relaxed, min: 1, duration_s: 5}}"), f"{RAMP}.max", "required"
-    ),
+    "ramp without max": Bad(quota("{ramp_up: {mode: relaxed, min: 1, duration_s: 5}}"), f"{RAMP}.max", "required"),
     "ramp with a round over 1 s": Bad(ramp("") + "interval_s: 2\n", RAMP, "needs interval_s <= 1"),
     "ramp in a quota event": Bad(
         top("events: [{at: 1, quota: {group: g, publish_msgs_per_s: {ramp_up: {mode: relaxed}}}}]"),
@@ -317,15 +315,11 @@ BAD = {
     "key directory variable unset": Bad(
         top(f"reporting: {{key_dir_env: {UNSET}}}"), "reporting.key_dir_env", f"{UNSET} is not set"
     ),
-    "cluster and per-broker keys": Bad(
-        top("reporting: {hmac_key_env: K, key_dir: keys}"), "reporting", "not both"
-    ),
+    "cluster and per-broker keys": Bad(top("reporting: {hmac_key_env: K, key_dir: keys}"), "reporting", "not both"),
     "liar factor zero": Bad(
         BASE.replace("{name: b2,", "{name: b2, liar: {usage_factor: 0},"), "brokers[1].liar.usage_factor", "must be > 0"
     ),
-    "liar without factor": Bad(
-        BASE.replace("{name: b2,", "{name: b2, liar: {},"), "brokers[1].liar", "usage_factor"
-    ),
+    "liar without factor": Bad(BASE.replace("{name: b2,", "{name: b2, liar: {},"), "brokers[1].liar", "usage_factor"),
     "forge of an unknown broker": Bad(
         top("events: [{at: 3, forge: {as: b9, signed: false, report: zero}}]"), "events[0].forge.as", "b9"
     ),
@@ -416,13 +410,16 @@ BAD.update(
         ),
         "client without producers": Bad(top("clients: [{name: app}]"), "clients[0].producers", "required"),
         "client with a topic twice": Bad(
-            top("clients: [{name: app, producers: [{topic: t, broker: b1, group: g, msgs_per_s: 1}, "
-                "{topic: t, broker: b2, group: g, msgs_per_s: 1}]}]"),
+            top(
+                "clients: [{name: app, producers: [{topic: t, broker: b1, group: g, msgs_per_s: 1}, "
+                "{topic: t, broker: b2, group: g, msgs_per_s: 1}]}]"
+            ),
             "clients[0].producers[1].topic",
             "duplicate topic 't'",
         ),  # fmt: skip
     }
 )
+
 
 def test_the_base_scenario_is_good():
     assert parse_scenario(yaml.safe_load(BASE)).rounds == 60  # each case breaks it in one place only

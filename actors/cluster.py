@@ -146,15 +146,20 @@ class Cluster:
         self.started.add(broker)
         plan, state = self.broker_plans[broker], self.states[broker]
         rows = plan.group_ids
-        if self.membership is not None:  # registered before it can tick: its first reports are of an issued incarnation
-            self.backend.gather([self.backend.call(self.membership, "register", broker, state.incarnation, t_s)])
-        calls = [
-            self.backend.call(self.host(broker), "start", broker, state, self.quota[rows], self.limited[rows], t_s),
-            self.backend.call(self.channel, "subscribe", broker, plan.subscriptions),
-        ]
+        # Registered and joined before it can tick (a realtime host ticks a started broker on its own timer): its
+        # first reports are of an issued incarnation, and its first sync of the pool size finds it a member.
+        before_start = []
+        if self.membership is not None:
+            before_start.append(self.backend.call(self.membership, "register", broker, state.incarnation, t_s))
         if self.consensus is not None:
-            calls.append(self.backend.call(self.consensus, "join", broker, t_s))
-        self.backend.gather(calls)
+            before_start.append(self.backend.call(self.consensus, "join", broker, t_s))
+        self.backend.gather(before_start)
+        self.backend.gather(
+            [
+                self.backend.call(self.host(broker), "start", broker, state, self.quota[rows], self.limited[rows], t_s),
+                self.backend.call(self.channel, "subscribe", broker, plan.subscriptions),
+            ]
+        )
         self.up.add(broker)
 
     def crash(self, broker: str) -> None:
@@ -202,13 +207,14 @@ class Cluster:
     def leave(self, broker: str, t_s: float) -> list[Published]:
         if broker not in self.up:
             return []
-        host = self.host(broker)
-        calls = [self.backend.call(host, "leave", broker, t_s), self.backend.call(self.channel, "unsubscribe", broker)]
+        # The host first: a realtime host stops ticking the broker, so no tick of it syncs after it left the pool.
+        [published] = self.backend.gather([self.backend.call(self.host(broker), "leave", broker, t_s)])
+        calls = [self.backend.call(self.channel, "unsubscribe", broker)]
         if self.membership is not None:
             calls.append(self.backend.call(self.membership, "deregister", broker))
         if self.consensus is not None:
             calls.append(self.backend.call(self.consensus, "leave", broker, t_s))
-        published = self.backend.gather(calls)[0]
+        self.backend.gather(calls)
         self.up.discard(broker)
         slot = self.slot_of[broker]
         if len(slot.brokers) == 1:

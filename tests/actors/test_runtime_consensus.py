@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 import redis
 
 from actors.broker_host import BrokerState, LogicalBroker
+from actors.realtime import RealtimeHost
 from experiments.plan import build_plan
 from experiments.run import run_scenario
 from experiments.scenario import parse_scenario
@@ -83,6 +85,26 @@ def test_lockstep_consensus_is_identical_on_local_and_ray(ray_session, tmp_path)
     assert tables["local"][0]["agreed_pool_size"].nunique() > 2  # 3, 4, 3, 2 and waiting
     for local, on_ray in zip(tables["local"], tables["ray"], strict=True):
         pd.testing.assert_frame_equal(local, on_ray, check_exact=True)
+
+
+def test_realtime_brokers_join_the_pool_before_their_timers_tick(tmp_path, monkeypatch):
+    """A started broker is ticked by its host's timer at once (b1-b3 at round 0 and b4 at round 2 start after
+    the clock): a tick that synced the pool size before the broker joined the pool failed the run. Each host
+    start here is followed by 0.15 s (over a round) in which the timer ticks the broker."""
+    start = RealtimeHost.start
+
+    def start_then_wait(self: RealtimeHost, *args: Any) -> None:
+        start(self, *args)
+        time.sleep(0.15)
+
+    monkeypatch.setattr(RealtimeHost, "start", start_then_wait)
+    data = scenario("realtime", 12, 0.1)
+    data["brokers"].append({"name": "b4", "join_at": 2, "workload": [{"group": "g", "msgs_per_s": 50}]})
+    data["events"] = [{"at": 6, "leave": "b1"}]
+    rounds, _, manifest = run(data, tmp_path / "run")
+    assert manifest["status"] == "complete"
+    assert set(rounds["broker"]) == {"b1", "b2", "b3", "b4"}
+    assert (rounds[rounds["round"] >= 9]["agreed_pool_size"] == 3).all(), pool_sizes(rounds)
 
 
 def test_realtime_on_redis_agrees_on_the_pool_size(tmp_path, redis_server):

@@ -89,10 +89,12 @@ def writer_for(directory: str, plan: Plan, backend_name: str) -> TelemetryWriter
     return TelemetryWriter(Path(directory) / run_id, run_id, manifest, names)
 
 
-def message_bytes(run_dir: Path, from_round: int = 0) -> dict[str, float]:
-    """Mean bytes published and delivered per round (summed over brokers) from `from_round` on."""
+def message_bytes(run_dir: Path, from_round: int = 0, until_round: int | None = None) -> dict[str, float]:
+    """Mean bytes published and delivered per round (summed over brokers) from `from_round` on (to
+    `until_round`, excluded, when given)."""
     table = ds.dataset(run_dir / "messages", format="parquet").to_table().to_pandas()
-    per_round = table[table["round"] >= from_round].groupby("round")[["bytes_published", "bytes_delivered"]].sum()
+    kept = (table["round"] >= from_round) & (until_round is None or table["round"] < until_round)
+    per_round = table[kept].groupby("round")[["bytes_published", "bytes_delivered"]].sum()
     if per_round.empty:
         return {"published_per_round": 0.0, "delivered_per_round": 0.0}
     return {

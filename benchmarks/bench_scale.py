@@ -7,10 +7,10 @@ of its own, so its peak RSS is its own (on Ray, the actor processes' RSS is samp
 - `local` with `interest` routing (the scenario as shipped) and with `broadcast` (every report to every
   subscriber of its shard, for comparison), and `ray` with `interest` and 10 brokers per actor;
 - ready: from reading the scenario to the end of round 0 (every broker started and through one round);
-- steady state: rounds per second over two whole cycles of the forced report after round 5 (rounds 5-14
-  with `force_every: 5`): a forced round and the one after it carry most entries, so a window of part of a
-  cycle would weigh them more or less than a long run does;
-- bytes published and delivered per round in the steady state, next to PIP-82's estimate (56 MB published,
+- steady state: rounds per second over whole cycles of the forced report after round 5 (by default two,
+  rounds 5-14 with `force_every: 5`): a forced round and the one after it carry most entries, so a window of
+  part of a cycle would weigh them more or less than a long run does;
+- bytes published and delivered per round over the same rounds, next to PIP-82's estimate (56 MB published,
   5.6 GB consumed).
 
 Targets: ready <= 30 s; local >= 2 rounds/s; Ray's steady round within 2x of local's; peak RSS <= 2 GiB;
@@ -49,7 +49,6 @@ SCENARIO = ROOT / "experiments" / "scenarios" / "scale-pip82.yaml"
 PIP82_PUBLISHED_BYTES = 56e6  # PIP-82's estimate per round: 100 brokers x 5,000 namespaces
 PIP82_CONSUMED_BYTES = 5.6e9  # ... each report read by the 99 other brokers
 WARMUP_ROUNDS = 5
-STEADY_CYCLES = 2  # whole cycles of `reporting.force_every` rounds timed after the warm-up
 TARGETS = {
     "ready_s": 30.0,
     "local_rounds_per_s": 2.0,
@@ -58,7 +57,7 @@ TARGETS = {
     "published_per_round": PIP82_PUBLISHED_BYTES / 10,
     "delivered_per_round": PIP82_CONSUMED_BYTES / 100,
 }
-DEFAULT_ROUNDS = WARMUP_ROUNDS + STEADY_CYCLES * 5  # rounds 0-14 (scale-pip82.yaml forces a report every 5)
+DEFAULT_ROUNDS = WARMUP_ROUNDS + 2 * 5  # rounds 0-14: two cycles of scale-pip82.yaml's forced report (every 5)
 FULL = {"brokers": 100, "groups": 100_000}
 QUICK = {"brokers": 20, "groups": 20_000}
 CONFIGURATIONS = (("local", "interest"), ("local", "broadcast"), ("ray", "interest"))
@@ -137,7 +136,7 @@ def child(backend_name: str, routing: str, rounds: int, size: dict[str, int]) ->
     backend = make_backend(backend_name)
     with tempfile.TemporaryDirectory(prefix="quotalab-bench-scale-") as directory, _RssSampler() as sampler:
         _, stamps, run_dir = stamped_lockstep(directory, plan, backend)
-        bytes_per_round = message_bytes(run_dir, from_round=WARMUP_ROUNDS)
+        bytes_per_round = message_bytes(run_dir, WARMUP_ROUNDS, WARMUP_ROUNDS + steady_rounds)
     if backend_name == "ray":
         import ray
 
@@ -162,10 +161,10 @@ def child(backend_name: str, routing: str, rounds: int, size: dict[str, int]) ->
 
 
 def steady_window(force_every: int, rounds: int) -> int:
-    """Rounds timed for the steady state: as many whole cycles of the forced report as `rounds` holds after
-    the warm-up (at most `STEADY_CYCLES`), or every round after the warm-up when it holds none."""
+    """Rounds measured for the steady state: as many whole cycles of the forced report as `rounds` holds
+    after the warm-up, or every round after the warm-up when it holds none."""
     after_warmup = rounds - WARMUP_ROUNDS
-    cycles = min(STEADY_CYCLES, after_warmup // force_every)
+    cycles = after_warmup // force_every
     return cycles * force_every if cycles else after_warmup
 
 

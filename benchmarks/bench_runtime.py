@@ -93,8 +93,9 @@ def message_bytes(run_dir: Path, from_round: int = 0, until_round: int | None = 
     """Mean bytes published and delivered per round (summed over brokers) from `from_round` on (to
     `until_round`, excluded, when given)."""
     table = ds.dataset(run_dir / "messages", format="parquet").to_table().to_pandas()
-    kept = (table["round"] >= from_round) & (until_round is None or table["round"] < until_round)
-    per_round = table[kept].groupby("round")[["bytes_published", "bytes_delivered"]].sum()
+    last_round = table["round"].max() if until_round is None else until_round - 1
+    kept = table[table["round"].between(from_round, last_round)]
+    per_round = kept.groupby("round")[["bytes_published", "bytes_delivered"]].sum()
     if per_round.empty:
         return {"published_per_round": 0.0, "delivered_per_round": 0.0}
     return {

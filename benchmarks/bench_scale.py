@@ -7,9 +7,9 @@ of its own, so its peak RSS is its own (on Ray, the actor processes' RSS is samp
 - `local` with `interest` routing (the scenario as shipped) and with `broadcast` (every report to every
   subscriber of its shard, for comparison), and `ray` with `interest` and 10 brokers per actor;
 - ready: from reading the scenario to the end of round 0 (every broker started and through one round);
-- steady state: rounds per second over whole cycles of the forced report after round 5 (by default two,
-  rounds 5-14 with `force_every: 5`): a forced round and the one after it carry most entries, so a window of
-  part of a cycle would weigh them more or less than a long run does;
+- steady state: rounds per second over whole cycles of the forced report after round 5 (the scenario's 15
+  rounds hold two: rounds 5-14 with `force_every: 5`): a forced round and the one after it carry most
+  entries, so a window of part of a cycle would weigh them more or less than a long run does;
 - bytes published and delivered per round over the same rounds, next to PIP-82's estimate (56 MB published,
   5.6 GB consumed).
 
@@ -57,7 +57,6 @@ TARGETS = {
     "published_per_round": PIP82_PUBLISHED_BYTES / 10,
     "delivered_per_round": PIP82_CONSUMED_BYTES / 100,
 }
-DEFAULT_ROUNDS = WARMUP_ROUNDS + 2 * 5  # rounds 0-14: two cycles of scale-pip82.yaml's forced report (every 5)
 FULL = {"brokers": 100, "groups": 100_000}
 QUICK = {"brokers": 20, "groups": 20_000}
 CONFIGURATIONS = (("local", "interest"), ("local", "broadcast"), ("ray", "interest"))
@@ -119,18 +118,17 @@ class _RssSampler:
             self.peak = max(self.peak, sum(_rss_bytes(pid) for pid in _descendants(os.getpid())))
 
 
-def child(backend_name: str, routing: str, rounds: int, size: dict[str, int]) -> dict[str, Any]:
+def child(backend_name: str, routing: str, rounds: int | None, size: dict[str, int]) -> dict[str, Any]:
     """One configuration: scenario, plan, backend and run, timed from the first step."""
     start = time.perf_counter()
     overrides = {
-        "rounds": rounds,
         "backend": backend_name,
         "channel.routing": routing,
         "generated.brokers": size["brokers"],
         "generated.groups": size["groups"],
     }
-    scenario = load_scenario(SCENARIO, overrides)
-    steady_rounds = steady_window(scenario.reporting.force_every, rounds)
+    scenario = load_scenario(SCENARIO, overrides | ({} if rounds is None else {"rounds": rounds}))
+    steady_rounds = steady_window(scenario.reporting.force_every, scenario.rounds)
     plan = build_plan(scenario)
     planned_s = time.perf_counter() - start
     backend = make_backend(backend_name)
@@ -171,8 +169,9 @@ def steady_window(force_every: int, rounds: int) -> int:
 # --- the driver -----------------------------------------------------------------------------------------
 
 
-def _in_child(backend_name: str, routing: str, rounds: int, quick: bool, timeout_s: float) -> dict[str, Any]:
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", backend_name, routing, "--rounds", str(rounds)]
+def _in_child(backend_name: str, routing: str, rounds: int | None, quick: bool, timeout_s: float) -> dict[str, Any]:
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", backend_name, routing]
+    command += [] if rounds is None else ["--rounds", str(rounds)]
     command += ["--quick"] if quick else []
     load = loadavg_1m()
     process = subprocess.Popen(
@@ -206,7 +205,7 @@ def _targets(runs: dict[str, dict[str, Any]], quick: bool) -> dict[str, bool]:
 
 
 def run(
-    quick: bool = False, rounds: int = DEFAULT_ROUNDS, timeout_s: float = 900.0, no_ray: bool = False
+    quick: bool = False, rounds: int | None = None, timeout_s: float = 900.0, no_ray: bool = False
 ) -> dict[str, Any]:
     """Every configuration (local only with `quick` or `no_ray`), each in its own process."""
     configurations = [(b, r) for b, r in CONFIGURATIONS if not ((quick or no_ray) and b == "ray")]
@@ -252,7 +251,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="20 brokers x 20,000 groups, local only")
     parser.add_argument("--no-ray", action="store_true", help="local backend only")
-    parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help=f"rounds per run (default {DEFAULT_ROUNDS})")
+    parser.add_argument("--rounds", type=int, help="rounds per run (default: the scenario's, 15)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per configuration (default 900)")
     parser.add_argument("--child", nargs=2, metavar=("BACKEND", "ROUTING"), help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from actors.plan import BrokerPlan, ForgeEvent
-from allocator.broker_node import Traffic
-from allocator.codec import encode_split
-from allocator.node_settings import NodeSettings
-from allocator.usage_report import UsageReport
+from allocator.node.broker_node import Traffic
+from allocator.node.node_settings import NodeSettings
+from allocator.wire.codec import encode_split
+from allocator.wire.usage_report import UsageReport
 
 FORGED_INCARNATION = 2**62
 FORGED_SEQ = 2**63 - 1

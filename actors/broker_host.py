@@ -18,8 +18,8 @@ from actors.adversary import lie
 from actors.plan import BrokerPlan, HostPlan, Workload, component_rng
 from actors.producers import BrokerProducers
 from actors.quota_telemetry import GROUP_LIMIT, QuotaRound, QuotaTracker
-from allocator.broker_node import BYTES_DIMENSIONS, BrokerNode, Traffic
-from allocator.report_sender import Outbox
+from allocator.node.broker_node import BYTES_DIMENSIONS, BrokerNode, Traffic
+from allocator.node.report_sender import Outbox
 
 CLOCK_BASE_S = 1_000_000.0
 WORKLOAD_STREAM, TIMER_STREAM, PRODUCER_STREAM = 0, 1, 3  # a broker's generators, per incarnation (2: its clock)

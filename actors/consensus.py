@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 
 from actors.plan import ConsensusPlan
-from allocator.consensus import ConsensusStore, MemoryConsensusStore, PoolSizeMember, StoreUnreachableError
+from allocator.node.consensus import ConsensusStore, MemoryConsensusStore, PoolSizeMember, StoreUnreachableError
 
 
 def make_store(plan: ConsensusPlan, run_name: str) -> ConsensusStore:

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 from actors.workload import Profile, rate_at
-from allocator.node_settings import NodeSettings
-from allocator.producers import ProducerSet, ThrottleSettings
-from allocator.routing import Routes
-from allocator.signing import Signer
+from allocator.node.node_settings import NodeSettings
+from allocator.producers.simulator import ProducerSet, ThrottleSettings
+from allocator.wire.routing import Routes
+from allocator.wire.signing import Signer
 
 
 def stable_hash(name: str) -> int:
@@ -65,7 +65,7 @@ class ChannelPlan:
 
 @dataclass(frozen=True)
 class ConsensusPlan:
-    """The pool-size consensus of a policy that splits by an agreed pool size (`allocator.consensus`)."""
+    """The pool-size consensus of a policy that splits by an agreed pool size (`allocator.node.consensus`)."""
 
     store: str  # memory | redis
     url: str | None
@@ -104,7 +104,7 @@ class Workload:
 
 @dataclass(frozen=True)
 class ProducerPlan:
-    """A broker's producers (`allocator.producers`): who they are, their limits and their offered load, whose
+    """A broker's producers (`allocator.producers.simulator`): who they are, their limits and their offered load, whose
     rows align with `producers` (its `msg_bytes` is the producers'; `profiles` the rows not constant)."""
 
     topics: tuple[str, ...]  # [P]

@@ -2,7 +2,7 @@
 allocator's limits, and the rows of the `producers` telemetry table.
 
 The allocator sees a group's aggregate traffic (`BrokerNode.admit`, as without producers); the producer model
-(`allocator.producers`) refines what each producer sees within the round, through buckets at the same local
+(`allocator.producers.simulator`) refines what each producer sees within the round, through buckets at the same local
 limits.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from actors.plan import ProducerPlan
-from allocator.producers import MIB, REASONS, ProducerSimulator, ThrottleSettings
+from allocator.producers.simulator import MIB, REASONS, ProducerSimulator, ThrottleSettings
 
 THROTTLED_COLUMNS = tuple(f"throttled_{reason}_s" for reason in REASONS)
 

@@ -9,7 +9,7 @@ written to the `timings` table, which is not compared.)
 
 Throttling is kept per reason, by name, so another mechanism adds its own reason without a new column. The
 runtime knows `group_limit`, the group's local limit (its token bucket) held the group's aggregate traffic;
-and on a broker with producers, the producer model's reasons (`allocator.producers.REASONS`: topic quota,
+and on a broker with producers, the producer model's reasons (`allocator.producers.simulator.REASONS`: topic quota,
 resource-group quota, connection pending messages, buffer size, broker quota).
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from allocator.broker_node import BrokerNode
+from allocator.node.broker_node import BrokerNode
 
 GROUP_LIMIT = "group_limit"  # throttled by the group's local limit on this broker (its token bucket)
 OVER_QUOTA_TOLERANCE = 1e-9  # relative: a sum of limits equal to the quota is not a breach by rounding

@@ -52,8 +52,8 @@ import numpy as np
 from common import command_line, environment, load_since, loadavg_1m, results_path, save_results, timed_round
 
 from allocator import policies
-from allocator.broker_node import BrokerNode
-from allocator.node_settings import NodeSettings
+from allocator.node.broker_node import BrokerNode
+from allocator.node.node_settings import NodeSettings
 
 RESULTS = results_path("allocator")
 GROUPS = 5_000

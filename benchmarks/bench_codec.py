@@ -11,7 +11,7 @@ with and without demand and the dictionary, uncompressed, zlib-compressed, and u
 Speed: encode and decode of one 5,000-group report, best of `repeats` runs, as reports/s and group entries/s, for a
 few configurations.
 Signing: the signature alone of that report (4 dimensions with demand), made and checked, with the broker's own
-Ed25519 key (`allocator.signing`) against the cluster's HMAC-SHA256 key, in the same run (target: < 1 ms each).
+Ed25519 key (`allocator.wire.signing`) against the cluster's HMAC-SHA256 key, in the same run (target: < 1 ms each).
 
 Run from the repository root: `python benchmarks/bench_codec.py` (prints tables, writes
 `benchmarks/results/codec.json`).
@@ -28,11 +28,11 @@ import msgpack
 import numpy as np
 from common import command_line, environment, results_path, save_results
 
-from allocator import envelope
-from allocator.codec import decode_report, encode_report
-from allocator.report_fields import DIMENSIONS
-from allocator.signing import PublicKeys, Signer
-from allocator.usage_report import UsageReport
+from allocator.wire import envelope
+from allocator.wire.codec import decode_report, encode_report
+from allocator.wire.report_fields import DIMENSIONS
+from allocator.wire.signing import PublicKeys, Signer
+from allocator.wire.usage_report import UsageReport
 
 RESULTS = results_path("codec")
 GROUPS = 5_000

@@ -30,9 +30,9 @@ import numpy as np
 from common import PHASES, command_line, environment, load_since, loadavg_1m, results_path, save_results, timed_round
 
 from allocator import policies
-from allocator.broker_node import BrokerNode
-from allocator.node_settings import NodeSettings
-from allocator.routing import Routes
+from allocator.node.broker_node import BrokerNode
+from allocator.node.node_settings import NodeSettings
+from allocator.wire.routing import Routes
 
 RESULTS = results_path("node_scale")
 BROKERS = 100

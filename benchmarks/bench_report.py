@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from common import command_line, loadavg_1m, results_path, save_results
 
-from allocator.waterfill import max_min_fair
+from allocator.policies.waterfill import max_min_fair
 from experiments.report import build_report
 from experiments.report.session import spark_session
 

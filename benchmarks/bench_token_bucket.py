@@ -29,8 +29,8 @@ from limits.strategies import FixedWindowRateLimiter, MovingWindowRateLimiter
 from pyrate_limiter import Duration, InMemoryBucket, Limiter, Rate, StateBucket
 from pyrate_limiter import TokenBucket as PyrateTokenBucket
 
-from allocator.bucket_array import TokenBucketArray
-from allocator.token_bucket import TokenBucket
+from allocator.limiter.bucket_array import TokenBucketArray
+from allocator.limiter.token_bucket import TokenBucket
 
 RESULTS = results_path("token_bucket")
 GENEROUS = 10**12  # per second: nobody is ever refused or made to wait

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from allocator.signing import write_key_directory
-from allocator.waterfill import max_min_fair
+from allocator.policies.waterfill import max_min_fair
+from allocator.wire.signing import write_key_directory
 from experiments.errors import UserError
 from experiments.run import run_scenario
 from experiments.scenario import parse_scenario, read_scenario

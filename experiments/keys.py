@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from allocator.signing import write_key_directory
+from allocator.wire.signing import write_key_directory
 from experiments import checks
 from experiments.errors import UserError
 

@@ -34,13 +34,13 @@ from actors.plan import (
 )
 from actors.workload import Profile
 from allocator import policies
-from allocator.fallback import FallbackSettings
-from allocator.node_settings import NodeSettings
-from allocator.producers import MIB, ProducerSet, ThrottleSettings
-from allocator.ramped_pool import GroupRamp
-from allocator.report_fields import DIMENSIONS
-from allocator.routing import TOPIC_DTYPE, Routes
-from allocator.signing import PublicKeys, Signer
+from allocator.node.fallback import FallbackSettings
+from allocator.node.node_settings import NodeSettings
+from allocator.producers.simulator import MIB, ProducerSet, ThrottleSettings
+from allocator.ramps.ramped_pool import GroupRamp
+from allocator.wire.report_fields import DIMENSIONS
+from allocator.wire.routing import TOPIC_DTYPE, Routes
+from allocator.wire.signing import PublicKeys, Signer
 from experiments.scenario.spec import BrokerSpec, EventSpec, ProducerSpec, Scenario
 
 DEFAULT_MSG_BYTES = 1000.0  # a group a `demand` event adds to a broker

@@ -131,7 +131,7 @@ def _serve_metrics(address: MetricsAddress, names: dict[str, list[str]]) -> Metr
 def _check_redis(url: str) -> None:
     """A run on Redis starts only if Redis answers (mid-run, the brokers ride out an outage)."""
     from actors.redis_consensus import ping
-    from allocator.consensus import StoreUnreachableError
+    from allocator.node.consensus import StoreUnreachableError
 
     try:
         ping(url)

@@ -1,6 +1,6 @@
 """Numaflow's split (`numaflow-equal`): every broker takes `pool / N`, N the pool size the brokers agree on.
 
-N is not in the usage table: it comes from the pool-size consensus (`allocator.consensus`), an explicit input a
+N is not in the usage table: it comes from the pool-size consensus (`allocator.node.consensus`), an explicit input a
 `BrokerNode` gets from its host every round (`BrokerNode.set_pool_size`). The policy keeps the registry's
 signature and reads no store: N is the number of brokers present in the view it is given, and a node with
 an agreed pool size gives it the pool as its view (N present brokers), so the common knobs (`min_share`,

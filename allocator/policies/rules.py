@@ -3,7 +3,7 @@
 Every rule computes all brokers' rows of a chunk at once from the same view (broker-major, `[B, g]`); row b
 uses only the usages (and demands) of all brokers and broker b's own limit. A rule returns a finite array,
 which `finish` then clamps: for `pip82_proportional`, `pip82_steal` and `max_min_fair_share` an
-`allocator.scratch` array (named after the rule), valid until that rule runs again in the thread. The time goes
+`allocator.policies.scratch` array (named after the rule), valid until that rule runs again in the thread. The time goes
 to numpy calls and temporaries, so the arithmetic works in place, in scratch arrays, and selects by multiplying
 with masks rather than branching on them.
 """
@@ -15,10 +15,10 @@ from functools import lru_cache
 
 import numpy as np
 
+from allocator.policies.scratch import scratch
 from allocator.policies.settings import Settings
 from allocator.policies.view import View, broker_sum
-from allocator.scratch import scratch
-from allocator.waterfill import water_level
+from allocator.policies.waterfill import water_level
 
 # up to here, with everyone present, a group's order is looked up in a table of 2^(B(B - 1)/2) codes (1,024 at 5
 # brokers, 32,768 at 6: a table per shape of B such rows of int64); beyond, brokers are ranked and scattered

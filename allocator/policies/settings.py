@@ -50,7 +50,7 @@ class Settings:
     `headroom` a throttled broker that reports no demand wants `limit * (1 + headroom)`;
     `cap_at_residual` (fair-share-safe) a limit is at most the residual heard, `quota - sum(others' usage)`.
 
-    The broker's mechanisms (`allocator.broker_node.BrokerNode` reads them from its bound policy; only
+    The broker's mechanisms (`allocator.node.broker_node.BrokerNode` reads them from its bound policy; only
     `fair-share-safe` takes them, so every other policy keeps today's behaviour):
     `start_from_residual` a broker that starts serving a group starts at the residual it has heard,
     `quota - sum(others' usage)`, at most its equal share, and at the floor while it has heard no peer;

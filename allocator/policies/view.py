@@ -5,7 +5,7 @@ The policies compute on chunks of at most `CHUNK_ENTRIES` entries laid out broke
 broker b over the g groups of the chunk): per-group values ([g]) broadcast along contiguous rows, and a sum over
 brokers adds B rows; in the group-major layout both run an inner loop over 5 entries and are ~5 times slower.
 A chunk's [B, g] temporaries that no caller keeps (the view's own arrays, a rule's intermediate steps and
-result) are `allocator.scratch` arrays, allocated once per thread: a chunk is as large as keeps those few MB
+result) are `allocator.policies.scratch` arrays, allocated once per thread: a chunk is as large as keeps those few MB
 bounded, since every chunk costs its numpy calls again (~100 of them, ~1 us each), and 5,000 groups x 5
 brokers is one chunk.
 """
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from allocator.policies.scratch import scratch
 from allocator.policies.settings import Settings
-from allocator.scratch import scratch
 
 CHUNK_ENTRIES = 32768  # a float64 temporary of a chunk is at most 256 KB
 

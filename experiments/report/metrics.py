@@ -39,7 +39,7 @@ from pyspark.sql import Window as W
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from allocator.waterfill import max_min_fair
+from allocator.policies.waterfill import max_min_fair
 
 GROUP = ["run_id", "group", "dimension"]
 GROUP_ROUND = [*GROUP, "round"]
@@ -75,7 +75,7 @@ def broker_rounds(rounds: DataFrame) -> DataFrame:
     """Per run, group, dimension, round and broker: the `rounds` measures and the fair reference `fair` (F_b).
 
     Water-filling is a sort and a scan over each round's demands; Spark has no built-in for it, and spelling it
-    in window functions would duplicate `allocator.waterfill`, the very function the `fair-share` policy runs.
+    in window functions would duplicate `allocator.policies.waterfill`, the very function the `fair-share` policy runs.
     So a grouped pandas UDF calls `max_min_fair` once per (run, group, dimension), on all its rounds at once.
     """
     return (

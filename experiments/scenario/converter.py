@@ -11,8 +11,9 @@ from dataclasses import MISSING, fields
 from typing import Any
 
 from actors.workload import MAX_RATE, MAX_ROUNDS
-from allocator import fallback, ramp
-from allocator.routing import MAX_TOPICS
+from allocator.node import fallback
+from allocator.ramps import ramp
+from allocator.wire.routing import MAX_TOPICS
 from experiments import checks
 from experiments.scenario.spec import (
     NESTED,

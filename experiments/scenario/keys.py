@@ -1,7 +1,7 @@
 """Per-broker keys of a scenario: read once, when it loads, from a key directory (`reporting.key_dir`).
 
 The directory holds `<broker>.key` for every broker of the scenario: its Ed25519 private key, 32 bytes in hex
-(`quotalab keys --out DIR --brokers ...` writes one, see `allocator.signing.write_key_directory`). A missing,
+(`quotalab keys --out DIR --brokers ...` writes one, see `allocator.wire.signing.write_key_directory`). A missing,
 unreadable or malformed key is one line naming `reporting.key_dir` and the file; a key is never echoed.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from allocator.signing import KEY_BYTES, PRIVATE_SUFFIX, Signer
+from allocator.wire.signing import KEY_BYTES, PRIVATE_SUFFIX, Signer
 from experiments import checks
 
 MAX_KEY_FILE_BYTES = 1024

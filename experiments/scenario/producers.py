@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.workload import MAX_RATE
-from allocator.producers import MODES
+from allocator.producers.simulator import MODES
 from experiments import checks
 from experiments.scenario import converter, sections
 from experiments.scenario.spec import ClientSpec, ProducerSpec, ThrottleSpec

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from actors.workload import Profile
-from allocator.report_fields import DIMENSIONS
+from allocator.wire.report_fields import DIMENSIONS
 
 # Fields read from a file or the environment when a scenario loads: not keys of a scenario file, and left out of
 # `Scenario.to_dict` (the manifest), so a secret is never written.
@@ -38,7 +38,7 @@ class ReportingSpec:
     hmac_key_file: str | None = None
     hmac_key_env: str | None = None
     hmac_key: bytes | None = field(default=None, repr=False)  # read once when the scenario loads; in SECRETS
-    # Per-broker keys (Ed25519, `allocator.signing`): a directory holding `<broker>.key` for every broker (as
+    # Per-broker keys (Ed25519, `allocator.wire.signing`): a directory holding `<broker>.key` for every broker (as
     # `quotalab keys` writes it), named here or by an environment variable; not with an hmac_key_* above.
     key_dir: str | None = None
     key_dir_env: str | None = None
@@ -112,7 +112,7 @@ class BrokerSpec:
 
 @dataclass(frozen=True)
 class RampSpec:
-    """A quota that ramps up (`allocator.ramp`): from `min` to `max` per second over `duration_s`, in `mode`
+    """A quota that ramps up (`allocator.ramps.ramp`): from `min` to `max` per second over `duration_s`, in `mode`
     (scheduled, relaxed, only-if-used, go-back-n), in 1-s epochs."""
 
     mode: str
@@ -131,7 +131,7 @@ class GroupSpec:
 
 @dataclass(frozen=True)
 class FallbackSpec:
-    """What a broker does for a group it heard no report for in `after_rounds` (`allocator.fallback`)."""
+    """What a broker does for a group it heard no report for in `after_rounds` (`allocator.node.fallback`)."""
 
     mode: str = "none"  # none | hold | open | closed | share | decay
     after_rounds: int = 10
@@ -163,7 +163,7 @@ class RealtimeSpec:
 
 @dataclass(frozen=True)
 class ThrottleSpec:
-    """How a broker throttles producers (allocator.producers): Pulsar's pause-connection or PIP-385's signal."""
+    """How a broker throttles producers (allocator.producers.simulator): pause-connection or PIP-385's signal."""
 
     mode: str = "pause-connection"  # pause-connection | signal
     step_ms: float = 10.0  # the producers' time step within a round

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from allocator.policies import bind
-from allocator.signing import write_key_directory
+from allocator.wire.signing import write_key_directory
 from experiments.adversaries import SCENARIO, variant_data
 from experiments.run import run_scenario
 from experiments.scenario import parse_scenario, read_scenario

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.redis_consensus import RedisConsensusStore
-from allocator.consensus import MemoryConsensusStore, StoreUnreachableError
+from allocator.node.consensus import MemoryConsensusStore, StoreUnreachableError
 
 PREFIXES = itertools.count()
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from test_runtime_events import SCENARIOS, Run, run_local
 
-from allocator.broker_node import MIN_LIMIT
+from allocator.node.broker_node import MIN_LIMIT
 from experiments.scenario import load_scenario
 
 MSGS = "publish_msgs_per_s"

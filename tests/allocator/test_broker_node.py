@@ -8,12 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from allocator import policies
-from allocator.broker_node import MIN_LIMIT, BrokerNode
-from allocator.codec import decode_report
-from allocator.node_settings import NodeSettings
-from allocator.routing import Routes
-from allocator.usage_table import OWN
-from allocator.waterfill import max_min_fair
+from allocator.node.broker_node import MIN_LIMIT, BrokerNode
+from allocator.node.node_settings import NodeSettings
+from allocator.node.usage_table import OWN
+from allocator.policies.waterfill import max_min_fair
+from allocator.wire.codec import decode_report
+from allocator.wire.routing import Routes
 
 MSGS = ("publish_msgs_per_s",)
 MSGS_BYTES = ("publish_msgs_per_s", "publish_bytes_per_s")

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator.bucket_array import TokenBucketArray
-from allocator.token_bucket import TokenBucket
+from allocator.limiter.bucket_array import TokenBucketArray
+from allocator.limiter.token_bucket import TokenBucket
 
 MS = 1_000_000
 T0 = 10**12

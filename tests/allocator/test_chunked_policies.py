@@ -19,7 +19,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 from allocator.policies import POLICIES, step
 from allocator.policies import view as view_module
-from allocator.waterfill import max_min_fair, sorting_network
+from allocator.policies.waterfill import max_min_fair, sorting_network
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from allocator.codec import (
+from allocator.wire.codec import (
     MAX_REPORT_BYTES,
     ReportError,
     decode_batch,
@@ -26,9 +26,9 @@ from allocator.codec import (
     encode_report,
     encode_split,
 )
-from allocator.envelope import COMPRESSED, FLOAT32, FORMAT_VERSION
-from allocator.report_fields import DIMENSIONS
-from allocator.usage_report import ReportBatch, UsageReport
+from allocator.wire.envelope import COMPRESSED, FLOAT32, FORMAT_VERSION
+from allocator.wire.report_fields import DIMENSIONS
+from allocator.wire.usage_report import ReportBatch, UsageReport
 
 KEY = b"cluster-key"
 OTHER_KEY = b"another-key"

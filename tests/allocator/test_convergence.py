@@ -31,9 +31,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from allocator import policies
-from allocator.broker_node import MIN_LIMIT, BrokerNode
-from allocator.node_settings import NodeSettings
-from allocator.waterfill import max_min_fair
+from allocator.node.broker_node import MIN_LIMIT, BrokerNode
+from allocator.node.node_settings import NodeSettings
+from allocator.policies.waterfill import max_min_fair
 
 QUOTA = 100.0
 T0 = 1000.0

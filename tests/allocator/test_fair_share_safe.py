@@ -13,12 +13,12 @@ from numpy.testing import assert_allclose
 from test_broker_node import MSGS, T0, exchange, node, payloads
 
 from allocator import policies
-from allocator.broker_node import MIN_LIMIT, BrokerNode
-from allocator.codec import decode_report
-from allocator.node_settings import NodeSettings
+from allocator.node.broker_node import MIN_LIMIT, BrokerNode
+from allocator.node.node_settings import NodeSettings
 from allocator.policies import POLICIES, RECOMMENDED, Settings, bind, initial_limit, step
-from allocator.usage_report import UsageReport
-from allocator.waterfill import max_min_fair
+from allocator.policies.waterfill import max_min_fair
+from allocator.wire.codec import decode_report
+from allocator.wire.usage_report import UsageReport
 
 SAFE = RECOMMENDED
 MECHANISMS = (

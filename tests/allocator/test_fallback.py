@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from allocator import policies
-from allocator.broker_node import MIN_LIMIT, BrokerNode
-from allocator.fallback import MODES, Fallback, FallbackSettings, fallback_limit
-from allocator.node_settings import NodeSettings
+from allocator.node.broker_node import MIN_LIMIT, BrokerNode
+from allocator.node.fallback import MODES, Fallback, FallbackSettings, fallback_limit
+from allocator.node.node_settings import NodeSettings
 
 MSGS = ("publish_msgs_per_s",)
 rates = st.floats(0.0, 1e6, allow_nan=False)

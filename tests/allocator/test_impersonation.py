@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from allocator import policies
-from allocator.broker_node import BrokerNode
-from allocator.codec import encode_report
-from allocator.node_settings import NodeSettings
-from allocator.signing import PublicKeys, Signer
-from allocator.usage_report import UsageReport
-from allocator.usage_table import SEQ_SLACK, Merge
+from allocator.node.broker_node import BrokerNode
+from allocator.node.node_settings import NodeSettings
+from allocator.node.usage_table import SEQ_SLACK, Merge
+from allocator.wire.codec import encode_report
+from allocator.wire.signing import PublicKeys, Signer
+from allocator.wire.usage_report import UsageReport
 
 MSGS = ("publish_msgs_per_s",)
 T0 = 1000.0

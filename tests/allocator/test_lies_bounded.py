@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from allocator.broker_node import EXCESS_TOLERANCE, BrokerNode, NodeSettings, Traffic
+from allocator.node.broker_node import EXCESS_TOLERANCE, BrokerNode, NodeSettings, Traffic
 from allocator.policies import POLICIES, RECOMMENDED, bind, step
-from allocator.waterfill import max_min_fair
+from allocator.policies.waterfill import max_min_fair
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator.loss_meter import LossMeter, copies_needed
+from allocator.node.loss_meter import LossMeter, copies_needed
 
 
 def rounds(meter: LossMeter, *received: list[tuple[str, int, int]]) -> float:

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from allocator import policies
-from allocator.broker_node import MIN_LIMIT, BrokerNode
-from allocator.consensus import MemoryConsensusStore, PoolSizeMember
-from allocator.node_settings import NodeSettings
+from allocator.node.broker_node import MIN_LIMIT, BrokerNode
+from allocator.node.consensus import MemoryConsensusStore, PoolSizeMember
+from allocator.node.node_settings import NodeSettings
 
 T0 = 1000.0
 

@@ -12,7 +12,7 @@ from hypothesis.extra import numpy as hnp
 from numpy.testing import assert_allclose
 
 from allocator.policies import POLICIES, Settings, check_params, initial_limit, pulsar_local_quota, step
-from allocator.waterfill import max_min_fair
+from allocator.policies.waterfill import max_min_fair
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")  # the arithmetic is quiet on any input
 

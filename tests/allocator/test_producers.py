@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator.producers import (
+from allocator.producers.simulator import (
     BUFFER,
     GROUP,
     MIB,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator.ramp import MODES, Ramp, split
+from allocator.ramps.ramp import MODES, Ramp, split
 
 # What these check is the pool, not the time: a long ramp takes thousands of epochs, and the suite shares 2 busy
 # cores (hypothesis's default 200 ms deadline failed under load).

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from allocator import policies
-from allocator.broker_node import BrokerNode
-from allocator.node_settings import NodeSettings
-from allocator.ramped_pool import GroupRamp
+from allocator.node.broker_node import BrokerNode
+from allocator.node.node_settings import NodeSettings
+from allocator.ramps.ramped_pool import GroupRamp
 
 MSGS = ("publish_msgs_per_s",)
 T0 = 1000.0

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from allocator import policies
-from allocator.broker_node import BrokerNode
-from allocator.codec import decode_report
-from allocator.node_settings import NodeSettings
-from allocator.routing import Routes
+from allocator.node.broker_node import BrokerNode
+from allocator.node.node_settings import NodeSettings
+from allocator.wire.codec import decode_report
+from allocator.wire.routing import Routes
 
 MSGS = ("publish_msgs_per_s",)
 T0 = 1000.0

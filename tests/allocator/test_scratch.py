@@ -8,7 +8,7 @@ import numpy as np
 from numpy.testing import assert_array_equal
 
 from allocator.policies import POLICIES, step
-from allocator.scratch import scratch
+from allocator.policies.scratch import scratch
 
 
 def _inputs(seed: int, groups: int = 300, brokers: int = 5) -> dict[str, np.ndarray]:

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from allocator.codec import ReportError, decode_batch, decode_report, encode_report
-from allocator.envelope import ED25519
-from allocator.signing import PublicKeys, Signer, write_key_directory
-from allocator.usage_report import UsageReport
+from allocator.wire.codec import ReportError, decode_batch, decode_report, encode_report
+from allocator.wire.envelope import ED25519
+from allocator.wire.signing import PublicKeys, Signer, write_key_directory
+from allocator.wire.usage_report import UsageReport
 from tests.allocator.test_codec import (
     FLOAT32_MAX,
     decode_or_report_error,

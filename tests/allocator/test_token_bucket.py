@@ -7,7 +7,7 @@ from fakes import MS, FakeClock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator.token_bucket import TokenBucket, refill, throttle_duration, throttle_target
+from allocator.limiter.token_bucket import TokenBucket, refill, throttle_duration, throttle_target
 
 
 def bucket(rate=100.0, capacity=None, initial=None, resolution_ns=0):

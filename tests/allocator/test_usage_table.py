@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator.usage_report import ReportBatch, UsageReport
-from allocator.usage_table import OWN, CleanupRules, Merge, UsageTable
+from allocator.node.usage_table import OWN, CleanupRules, Merge, UsageTable
+from allocator.wire.usage_report import ReportBatch, UsageReport
 
 DIMS = ("publish_msgs_per_s", "publish_bytes_per_s")
 GROUPS = np.array([30, 10, 20])  # not sorted: rows follow this order, lookups must not assume sorting

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import experiments
 from actors.workload import Profile
-from allocator.signing import write_key_directory
+from allocator.wire.signing import write_key_directory
 from experiments.errors import UserError
 from experiments.scenario import ScenarioError, apply_overrides, load_scenario, parse_scenario, read_scenario
 from experiments.scenario.spec import BurstSpec, ChannelSpec, EventSpec, GroupSpec, PolicySpec, Scenario

@@ -2,7 +2,7 @@
 
 `seal` wraps a packed body: compressed if the flags say so, then signed with the cluster's key (HMAC-SHA256) or
 the broker's own Ed25519 key. `parse_envelope`, `decompress_body`, `hmac_signature` and `signed_message` are
-what `allocator.codec` opens one with. The layout and what each flag means: docs/design.md, "Wire format".
+what `allocator.wire.codec` opens one with. The layout and what each flag means: docs/design.md, "Wire format".
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 
 import msgpack
 
-from allocator.report_fields import ReportError, int_field, type_name
-from allocator.signing import SIGNATURE_BYTES as ED25519_SIGNATURE_BYTES
-from allocator.signing import PublicKeys, Signer
+from allocator.wire.report_fields import ReportError, int_field, type_name
+from allocator.wire.signing import SIGNATURE_BYTES as ED25519_SIGNATURE_BYTES
+from allocator.wire.signing import PublicKeys, Signer
 
 FORMAT_VERSION = 1
 
@@ -68,9 +68,9 @@ def check_key(key: bytes | None, signer: Signer | None = None, public_keys: Publ
     if key is not None and (not isinstance(key, bytes) or not key):
         raise TypeError(f"key must be non-empty bytes or None, got {type_name(key) if key else 'empty bytes'}")
     if signer is not None and not isinstance(signer, Signer):
-        raise TypeError(f"signer must be an allocator.signing.Signer, got {type_name(signer)}")
+        raise TypeError(f"signer must be an allocator.wire.signing.Signer, got {type_name(signer)}")
     if public_keys is not None and not isinstance(public_keys, PublicKeys):
-        raise TypeError(f"public_keys must be allocator.signing.PublicKeys, got {type_name(public_keys)}")
+        raise TypeError(f"public_keys must be allocator.wire.signing.PublicKeys, got {type_name(public_keys)}")
     if key is not None and (signer is not None or public_keys is not None):
         raise TypeError("give the cluster key (HMAC) or per-broker keys (Ed25519), not both")
 

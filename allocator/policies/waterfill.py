@@ -9,7 +9,7 @@ from functools import cache
 
 import numpy as np
 
-from allocator.scratch import scratch
+from allocator.policies.scratch import scratch
 
 NETWORK_MAX_BROKERS = 8  # up to here a sorting network beats np.sort (~3 times at 5 brokers); beyond, np.sort
 

@@ -11,7 +11,7 @@ update adds the refill for the whole elapsed time, caps at the capacity, and the
 is pending, so no consumed token is ever lost. `balance()` and `throttle_duration_s()` force an update.
 
 The pure functions `refill` and `throttle_duration` hold the arithmetic. They take floats or numpy arrays,
-so `TokenBucket` and `allocator.bucket_array.TokenBucketArray` compute the same numbers.
+so `TokenBucket` and `allocator.limiter.bucket_array.TokenBucketArray` compute the same numbers.
 
 A rate of `inf` is an unlimited bucket: its capacity and balance are `inf`, `consume` never throttles.
 """

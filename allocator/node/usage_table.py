@@ -20,7 +20,7 @@ from enum import Enum
 
 import numpy as np
 
-from allocator.usage_report import ReportBatch, UsageReport
+from allocator.wire.usage_report import ReportBatch, UsageReport
 
 OWN = 0  # slot (and broker index) of the broker that holds the table
 FREE = -1  # `slot_broker` of a free slot

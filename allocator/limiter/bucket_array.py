@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from allocator.token_bucket import refill, throttle_duration
+from allocator.limiter.token_bucket import refill, throttle_duration
 
 
 def _rates(rate_per_s: np.ndarray) -> np.ndarray:

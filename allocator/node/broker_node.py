@@ -13,19 +13,19 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from allocator.bucket_array import TokenBucketArray
-from allocator.codec import decode_batch
-from allocator.envelope import check_key
-from allocator.fallback import Fallback
-from allocator.loss_meter import LossMeter, copies_needed
-from allocator.node_settings import NodeSettings
-from allocator.ramped_pool import RampedPools
-from allocator.report_sender import Outbox, ReportSender
-from allocator.reporting import ReportSuppressor, Selection
-from allocator.routing import Routes
-from allocator.signing import Signer
-from allocator.usage_table import OWN, CleanupRules, Merge, UsageTable
-from allocator.waterfill import max_min_fair
+from allocator.limiter.bucket_array import TokenBucketArray
+from allocator.node.fallback import Fallback
+from allocator.node.loss_meter import LossMeter, copies_needed
+from allocator.node.node_settings import NodeSettings
+from allocator.node.report_sender import Outbox, ReportSender
+from allocator.node.reporting import ReportSuppressor, Selection
+from allocator.node.usage_table import OWN, CleanupRules, Merge, UsageTable
+from allocator.policies.waterfill import max_min_fair
+from allocator.ramps.ramped_pool import RampedPools
+from allocator.wire.codec import decode_batch
+from allocator.wire.envelope import check_key
+from allocator.wire.routing import Routes
+from allocator.wire.signing import Signer
 
 BYTES_DIMENSIONS = frozenset({"publish_bytes_per_s", "dispatch_bytes_per_s"})
 MIN_LIMIT = 1.0  # Pulsar's floor: a limiter rate of 0 would mean "unlimited", and 0 would starve the broker
@@ -318,7 +318,7 @@ class BrokerNode:
         return self.table.view_brokers()
 
     def set_pool_size(self, pool_size: int | None) -> None:
-        """The pool size this broker splits by, from the pool-size consensus (`allocator.consensus`), for a
+        """The pool size this broker splits by, from the pool-size consensus (`allocator.node.consensus`), for a
         policy that splits by one (`numaflow-equal`); its host passes it before each allocation. The policy
         then runs on the agreed pool as its view: N present brokers, this one first. None: a newcomer waiting
         for the first agreement, which holds its floor. A node never given one runs its policy on its usage

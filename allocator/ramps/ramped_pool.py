@@ -1,4 +1,4 @@
-"""Ramped quotas in a broker: one `allocator.ramp.Ramp` per ramped group and dimension, fed from the view.
+"""Ramped quotas in a broker: one `allocator.ramps.ramp.Ramp` per ramped group and dimension, fed from the view.
 
 There is no central pool. Every broker keeps its own `Ramp` for each ramped group it may serve and feeds it
 what it sees of the whole cluster: the tokens used in an epoch are the usage of every broker in its view (its
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from allocator.ramp import Ramp
+from allocator.ramps.ramp import Ramp
 
 EPOCH_S = 1.0
 _EPS_S = 1e-9  # rounds at multiples of a float interval: a round at 2.9999999999 s belongs to epoch 3

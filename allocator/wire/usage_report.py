@@ -1,4 +1,4 @@
-"""A usage report and a batch of them: what `allocator.codec` encodes and decodes.
+"""A usage report and a batch of them: what `allocator.wire.codec` encodes and decodes.
 
 `UsageReport` is one broker's report for one round, as its sender built it or a receiver decoded it;
 `ReportBatch` holds the valid reports of a round's inbox as columns, which is what a broker merges at once.
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from allocator.report_fields import same_optional_array
+from allocator.wire.report_fields import same_optional_array
 
 
 @dataclass(frozen=True, eq=False)

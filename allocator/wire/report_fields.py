@@ -1,6 +1,6 @@
 """The fields of a usage report on the wire, each checked (and packed or unpacked) on its own.
 
-`allocator.codec` assembles a report from these and reads one back; every problem is a `ReportError` with a
+`allocator.wire.codec` assembles a report from these and reads one back; every problem is a `ReportError` with a
 short reason, so a broker can count and drop a bad report without ever failing because of one.
 """
 

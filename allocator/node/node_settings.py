@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from allocator import policies
-from allocator.envelope import check_key
-from allocator.fallback import FallbackSettings
-from allocator.ramped_pool import GroupRamp
-from allocator.signing import PublicKeys
+from allocator.node.fallback import FallbackSettings
+from allocator.ramps.ramped_pool import GroupRamp
+from allocator.wire.envelope import check_key
+from allocator.wire.signing import PublicKeys
 
 DEFAULT_POLICY = policies.bind("pip82-steal")
 
@@ -35,8 +35,8 @@ class NodeSettings:
     max_clock_skew_s: float = 2.0  # ... and one published further ahead of this broker's clock than this
     compress: bool = False
     float32_rates: bool = False  # rates on the wire as float32: 4 bytes instead of 8, relative error under 6e-8
-    ramps: tuple[GroupRamp, ...] = ()  # ramped quotas (allocator.ramped_pool); a group's quota is their max
-    fallback: FallbackSettings = FallbackSettings()  # what a broker does when reports stop (allocator.fallback)
+    ramps: tuple[GroupRamp, ...] = ()  # ramped quotas (allocator.ramps.ramped_pool); a group's quota is their max
+    fallback: FallbackSettings = FallbackSettings()  # what a broker does when reports stop (allocator.node.fallback)
     hmac_key: bytes | None = None  # the cluster key: any holder signs as any broker
     public_keys: PublicKeys | None = None  # per-broker keys: each broker signs with its own (`BrokerNode.signer`)
 

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from allocator.codec import encode_split
-from allocator.node_settings import NodeSettings
-from allocator.reporting import Selection
-from allocator.routing import Routes
-from allocator.signing import Signer
-from allocator.usage_report import UsageReport
+from allocator.node.node_settings import NodeSettings
+from allocator.node.reporting import Selection
+from allocator.wire.codec import encode_split
+from allocator.wire.routing import Routes
+from allocator.wire.signing import Signer
+from allocator.wire.usage_report import UsageReport
 
 
 @dataclass(frozen=True)

@@ -57,8 +57,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from allocator.bucket_array import TokenBucketArray
-from allocator.token_bucket import NS_PER_S
+from allocator.limiter.bucket_array import TokenBucketArray
+from allocator.limiter.token_bucket import NS_PER_S
 
 MODES = ("pause-connection", "signal")
 # The holders, in the order of PIP-385's ThrottlingReason

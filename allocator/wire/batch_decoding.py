@@ -1,6 +1,6 @@
 """A round's reports, parsed one by one, turned into one `ReportBatch` of arrays with the values checked at once.
 
-`allocator.codec` parses each report's envelope and header in Python (a `ParsedBody`, its columns still bytes);
+`allocator.wire.codec` parses each report's envelope and header in Python (a `ParsedBody`, its columns still bytes);
 `checked_batch` joins the columns of all of them (one `frombuffer` per column and dtype) and checks their values
 in one vectorised pass, looking at a report alone only when that pass finds a fault in it.
 """
@@ -12,8 +12,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from allocator.report_fields import ReportError, check_values
-from allocator.usage_report import ReportBatch
+from allocator.wire.report_fields import ReportError, check_values
+from allocator.wire.usage_report import ReportBatch
 
 
 class ParsedBody(NamedTuple):

@@ -1,8 +1,8 @@
 """Usage reports to bytes and back: `encode_report`, `encode_split`, `decode_report`, `decode_batch`.
 
 The layout on the wire and why it is so: docs/design.md, "Wire format". The envelope (version, flags, zlib,
-signature) is `allocator.envelope`, the report types `allocator.usage_report`, each field's checks
-`allocator.report_fields`.
+signature) is `allocator.wire.envelope`, the report types `allocator.wire.usage_report`, each field's checks
+`allocator.wire.report_fields`.
 
 Decoding trusts nothing: every failure, whatever the input, is a `ReportError` with a short reason, so a
 broker can count and drop a bad report without ever failing because of one. A key that is not non-empty bytes
@@ -13,7 +13,7 @@ A broker publishes one small report per topic and receives one per peer every ro
 so the per-report cost matters more than the per-entry cost: `encode_split` checks a round's entries once and
 packs each part from slices of the same columns, and `decode_batch` parses each report's envelope and header
 in Python but turns the columns of all of them into one `ReportBatch` of arrays, checked in one pass
-(`allocator.batch_decoding`).
+(`allocator.wire.batch_decoding`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from allocator.batch_decoding import ParsedBody, checked_batch
-from allocator.envelope import (
+from allocator.wire.batch_decoding import ParsedBody, checked_batch
+from allocator.wire.envelope import (
     COMPRESSED,
     ED25519,
     FLOAT32,
@@ -39,7 +39,7 @@ from allocator.envelope import (
     seal,
     signed_message,
 )
-from allocator.report_fields import (
+from allocator.wire.report_fields import (
     ID_DTYPES,
     ReportError,
     as_int,
@@ -55,10 +55,10 @@ from allocator.report_fields import (
     type_name,
     unpack_dictionary,
 )
-from allocator.signing import PublicKeys, Signer
-from allocator.usage_report import ReportBatch, UsageReport
+from allocator.wire.signing import PublicKeys, Signer
+from allocator.wire.usage_report import ReportBatch, UsageReport
 
-__all__ = [  # ReportError lives in allocator.report_fields; named here as what decode_report raises (README)
+__all__ = [  # ReportError lives in allocator.wire.report_fields; named here as what decode_report raises (README)
     "MAX_REPORT_BYTES",
     "ReportError",
     "decode_batch",

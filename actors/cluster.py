@@ -15,7 +15,7 @@ from actors.backends import Backend, Lost
 from actors.broker_host import CLOCK_BASE_S, BrokerHost, BrokerState, Published
 from actors.channel import Channel
 from actors.consensus import PoolConsensus
-from actors.membership import Ended, Membership
+from actors.membership import Ended, Membership, Roster
 from actors.plan import (
     BrokerEvent,
     ChannelEvent,
@@ -68,7 +68,11 @@ class Cluster:
         self.slots = [Slot(host_plan) for host_plan in plan.host_plans()]
         self.slot_of = {name: slot for slot in self.slots for name in slot.brokers}
         self.channel = backend.create(Channel, plan.channel, plan.seed)
-        self.membership = None if plan.session_timeout_s is None else backend.create(Membership, plan.session_timeout_s)
+        names = [broker.name for broker in plan.brokers]
+        self.membership = (
+            None if plan.session_timeout_s is None else backend.create(Membership, plan.session_timeout_s, names)
+        )
+        self.roster_cursor = 0  # the lockstep driver's place in the registry's roster
         self.consensus = None if plan.consensus is None else backend.create(PoolConsensus, plan.consensus, plan.name)
         self.registry_reachable = True  # False during a `registry_outage`: no heartbeats, no announcements
         self.lost: list[LostBroker] = []  # since the driver last logged them (take_lost)
@@ -131,6 +135,8 @@ class Cluster:
             case RegistryEvent(reachable=reachable):
                 self.registry_reachable = reachable
                 calls = [self.backend.call(h, "set_registry_reachable", reachable) for h in self.all_hosts()]
+                if reachable and self.membership is not None:  # the sessions did not age while it was down
+                    calls.append(self.backend.call(self.membership, "resume", t_s))
                 self.backend.gather(calls)
             case ForgeEvent(broker=victim):
                 payloads = forged_payloads(event.event, self.broker_plans[victim], self.plan.node, CLOCK_BASE_S + t_s)
@@ -149,14 +155,20 @@ class Cluster:
         # Registered and joined before it can tick (a realtime host ticks a started broker on its own timer): its
         # first reports are of an issued incarnation, and its first sync of the pool size finds it a member.
         before_start = []
+        roster = None
         if self.membership is not None:
             before_start.append(self.backend.call(self.membership, "register", broker, state.incarnation, t_s))
+            if self.registry_reachable:
+                before_start.append(self.backend.call(self.membership, "roster_since", 0))
         if self.consensus is not None:
             before_start.append(self.backend.call(self.consensus, "join", broker, t_s))
-        self.backend.gather(before_start)
+        answers = self.backend.gather(before_start)
+        if self.membership is not None and self.registry_reachable:
+            roster, _ = answers[1]
+        quota, limited = self.quota[rows], self.limited[rows]
         self.backend.gather(
             [
-                self.backend.call(self.host(broker), "start", broker, state, self.quota[rows], self.limited[rows], t_s),
+                self.backend.call(self.host(broker), "start", broker, state, quota, limited, t_s, roster),
                 self.backend.call(self.channel, "subscribe", broker, plan.subscriptions),
             ]
         )
@@ -257,6 +269,17 @@ class Cluster:
             return None
         (issued,) = self.backend.gather([self.backend.call(self.membership, "issued")])
         return issued
+
+    def serve(self, published: list[Published]) -> Roster | None:
+        """Tell the registry the groups each broker started and stopped serving this round (lockstep), and return
+        the roster's changes since the last call (None while the registry does not answer)."""
+        if self.membership is None or not self.registry_reachable:
+            return None
+        changes = [(p.broker, p.incarnation, *p.serving) for p in published if p.broker in self.up]
+        calls = [self.backend.call(self.membership, "serve_all", changes)]
+        calls.append(self.backend.call(self.membership, "roster_since", self.roster_cursor))
+        _, (roster, self.roster_cursor) = self.backend.gather(calls)
+        return roster
 
     def collect_dead(self, calls: list[object]) -> list[Ended]:
         """The sessions ended, as announced by the expiry submitted with `send_heartbeats`."""

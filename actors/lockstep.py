@@ -1,7 +1,8 @@
 """The lockstep driver: every broker advances phase by phase on virtual time, deterministic for a seed.
 
 Round r happens at t_s = r * interval_s:
-  events -> publish phase (all hosts) -> channel -> membership -> allocate phase (all hosts) -> telemetry
+  events -> publish phase (all hosts) -> channel -> membership (heartbeats, roster) -> allocate phase (all hosts)
+  -> telemetry
 The channel's delays are seconds, so reports published in round r with no delay are received in round r.
 """
 
@@ -38,13 +39,15 @@ def run_lockstep(
         items = [(p.broker, topic, payload) for p in published for topic, payload in p.payloads]
         (exchange,) = backend.gather([backend.call(cluster.channel, "exchange", items, t_s)])
         dead = cluster.collect_dead(heartbeats)
+        roster = cluster.serve(published)
         pool_sizes = cluster.collect_pool_sizes(syncs)
         issued = cluster.issued()
         allocating = []
         for slot in cluster.live_slots():
             inboxes = _inboxes(exchange.deliveries, slot.brokers)
             own_pool_sizes = _own(pool_sizes, slot.brokers)
-            call = backend.call(slot.handle, "allocate_phase", inboxes, dead, round_index, t_s, own_pool_sizes, issued)
+            args = (inboxes, dead, round_index, t_s, own_pool_sizes, issued, roster)
+            call = backend.call(slot.handle, "allocate_phase", *args)
             allocating.append((slot, call))
         results = cluster.gather_hosts(allocating)
         log_lost(cluster, writer, round_index, t_s)

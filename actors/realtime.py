@@ -65,6 +65,7 @@ class RealtimeHost(BrokerHost):
         self._ticks: list[TickStats] = []
         self._lags_s: list[float] = []
         self._announcement_cursor: dict[str, int] = {}  # per broker: each must see every announcement
+        self._roster_cursor: dict[str, int] = {}  # per broker: its place in the registry's roster (0: none yet)
         # broker -> the highest incarnation the registry issued it, as of its last answer (kept while unreachable);
         # None until it answers, or in a run without a registry: then no report is checked against it
         self._issued: dict[str, int] | None = None
@@ -80,9 +81,13 @@ class RealtimeHost(BrokerHost):
         if self._thread is not None:
             self._thread.join()
 
-    def start(self, broker: str, state: BrokerState, quota: np.ndarray, limited: np.ndarray, t_s: float) -> None:
+    def start(
+        self, broker: str, state: BrokerState, quota: np.ndarray, limited: np.ndarray, t_s: float, *_: Any
+    ) -> None:
+        """As `BrokerHost.start`; the broker reads the roster itself on its first tick (from cursor 0)."""
         with self._lock:
             super().start(broker, state, quota, limited, t_s)
+            self._roster_cursor[broker] = 0
             interval = self.plan.interval_s
             self._tick_round[broker] = int(np.ceil(max(t_s, 0.0) / interval - 1e-9))
             self._next_tick[broker] = self._epoch_or_now() + self._tick_round[broker] * interval
@@ -154,15 +159,18 @@ class RealtimeHost(BrokerHost):
         items = [(broker, topic, payload) for topic, payload in published.payloads]
         payloads = blocking_call(self._channel, "publish_and_fetch", broker, items, t_s)
         dead: list[tuple[str, int]] = []
+        roster = None
         if self._membership is not None and self.registry_reachable:
-            cursor = self._announcement_cursor.get(broker, 0)
-            dead, self._announcement_cursor[broker], self._issued = blocking_call(
-                self._membership, "heartbeat_and_announcements", broker, logical.state.incarnation, t_s, cursor
+            cursor, roster_cursor = self._announcement_cursor.get(broker, 0), self._roster_cursor.get(broker, 0)
+            serving = logical.serving_changes()
+            dead, self._announcement_cursor[broker], self._issued, roster, self._roster_cursor[broker] = blocking_call(
+                self._membership, "tick", broker, logical.state.incarnation, t_s, cursor, roster_cursor, serving
             )
         pool_size = None
         if self._consensus is not None:
             pool_size = blocking_call(self._consensus, "sync", broker, t_s)
-        rows, rejected = logical.allocate_phase(payloads, dead, round_index, t_s, pool_size, self._issued)
+        args = (payloads, dead, round_index, t_s, pool_size, self._issued, roster)
+        rows, rejected = logical.allocate_phase(*args)
         self._pending_rows.append(rows)
         self._pending_tables += logical.side_tables(round_index, t_s)
         self._ticks.append(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from allocator.node.node_settings import NodeSettings
-from allocator.node.reporting import Selection
+from allocator.policies.reporting import Selection
 from allocator.wire.codec import encode_split
 from allocator.wire.routing import Routes
 from allocator.wire.signing import Signer

@@ -35,7 +35,7 @@ from experiments.scenario.spec import (
     WorkloadSpec,
 )
 
-UNLIMITED = "unlimited"  # the spelling of an unlimited quota (stored as -1.0)
+UNLIMITED = "unlimited"  # the spelling of an unlimited quota (stored as math.inf, the one unlimited)
 
 
 @dataclass(frozen=True)
@@ -73,9 +73,9 @@ def policy(raw: Any, key: str) -> PolicySpec:
 
 
 def rate_or_unlimited(value: Any, key: str) -> float:
-    """A rate per second (a quota) or 'unlimited', stored as -1.0."""
+    """A rate per second (a quota) or 'unlimited', stored as `math.inf`."""
     if value == UNLIMITED:
-        return -1.0
+        return math.inf
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
         raise checks.FieldError(key, f"must be a number >= 0 or '{UNLIMITED}', got {checks.show(value)}")
     if value > workload.MAX_RATE:

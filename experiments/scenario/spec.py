@@ -7,6 +7,7 @@ plan the runtime runs (`actors.plan`), which never sees these.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -125,7 +126,7 @@ class RampSpec:
 @dataclass(frozen=True)
 class GroupSpec:
     name: str
-    quota: dict[str, float]  # dimension -> rate per second (a ramped one's `max`); a negative value means unlimited
+    quota: dict[str, float]  # dimension -> rate per second (a ramped one's `max`); math.inf: unlimited
     ramp_up: dict[str, RampSpec] = field(default_factory=dict)  # dimension -> its ramp, written as quota.DIM.ramp_up
 
 
@@ -168,8 +169,8 @@ class ThrottleSpec:
     mode: str = "pause-connection"  # pause-connection | signal
     step_ms: float = 10.0  # the producers' time step within a round
     receipt_wait_ms: float = 100.0  # Pulsar's throttleProducerReceiptWaitTimeMillis
-    broker_msgs_per_s: float = -1.0  # the broker's own publish rate, 'unlimited' (stored as -1.0)
-    persist_bytes_per_s: float = -1.0  # the broker's persistence capacity, 'unlimited': persisted as read
+    broker_msgs_per_s: float = math.inf  # the broker's own publish rate, or 'unlimited'
+    persist_bytes_per_s: float = math.inf  # the broker's persistence capacity, 'unlimited': persisted as read
     max_pending_per_connection: float = 1000.0  # Pulsar's maxPendingPublishRequestsPerConnection, or 'unlimited'
     publish_buffer_mb: float = 2048.0  # Pulsar's maxMessagePublishBufferSizeInMB (MiB), or 'unlimited'
 
@@ -183,7 +184,7 @@ class ProducerSpec:
     msg_bytes: float = 1000.0
     send_timeout_ms: float = 30_000.0  # Pulsar's default sendTimeout
     max_pending: int = 1000  # messages; a send that finds them all pending fails (blockIfQueueFull = false)
-    topic_msgs_per_s: float = -1.0  # the topic's publish rate, 'unlimited' (stored as -1.0)
+    topic_msgs_per_s: float = math.inf  # the topic's publish rate, or 'unlimited'
 
 
 @dataclass(frozen=True)
@@ -231,4 +232,5 @@ class Scenario:
 
 
 def _without_secrets(items: list[tuple[str, Any]]) -> dict[str, Any]:
-    return {name: value for name, value in items if name not in SECRETS}
+    """A dataclass as a dict for JSON: no secret, and an unlimited number written as the scenario's word for it."""
+    return {name: "unlimited" if value == math.inf else value for name, value in items if name not in SECRETS}

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator.node.loss_meter import LossMeter, copies_needed
+from allocator.node.loss_meter import LossMeter
+from allocator.policies.fair_share_safe.reporting import copies_needed
 
 
 def rounds(meter: LossMeter, *received: list[tuple[str, int, int]]) -> float:

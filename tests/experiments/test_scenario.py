@@ -1,5 +1,6 @@
 """Scenario files: every mistake refused with its key and problem on one line; good files resolved."""
 
+import math
 import pickle
 from pathlib import Path
 
@@ -440,7 +441,7 @@ def test_unlimited_quota_and_every_event_kind():
         ],
     )
     scenario = parse_scenario(data)
-    assert scenario.groups[0].quota == {"publish_msgs_per_s": -1.0, "dispatch_bytes_per_s": 1e6}
+    assert scenario.groups[0].quota == {"publish_msgs_per_s": math.inf, "dispatch_bytes_per_s": 1e6}
     assert scenario.dimensions() == ("publish_msgs_per_s", "dispatch_bytes_per_s")
     assert [(event.at, event.kind) for event in scenario.events] == [
         (3, "clock_skew"),  # sorted by round, stable within one

@@ -26,7 +26,8 @@ For the policies that split by an agreed pool size (`numaflow-equal`), the round
 the pool size again after the join, the clean leave and the crash, by disturbance and loss (mean over seeds).
 
 Writes `benchmarks/results/quality.json` and `benchmarks/results/quality.md` (one table per mode and loss, then
-the long table per disturbance). Runs go to a temporary folder unless `--keep DIR` is given.
+the long table per disturbance), and the tables into docs/policies.md's `quality` section. Runs go to a
+temporary folder unless `--keep DIR` is given.
 
 Run from the repository root: `python benchmarks/bench_quality.py [--quick] [--keep DIR]`. While tuning,
 `--policies`, `--disturbances` and `--losses` (comma-separated names) run a subset, `--no-realtime` leaves the
@@ -45,7 +46,16 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, command_line, environment, load_since, loadavg_1m, results_path, save_results
+from common import (
+    ROOT,
+    command_line,
+    environment,
+    load_since,
+    loadavg_1m,
+    replace_marked,
+    results_path,
+    save_results,
+)
 from quality_suite import (
     DISTURBANCES,
     EVENT_AT,
@@ -66,6 +76,7 @@ from experiments.scenario import parse_scenario
 
 RESULTS = results_path("quality")
 MARKDOWN = RESULTS.with_suffix(".md")
+POLICIES_DOC = ROOT / "docs" / "policies.md"  # its `quality` section holds the tables of the whole suite
 MASTER = "local[2]"
 MET = "✓"
 
@@ -342,8 +353,10 @@ def main() -> None:
     if not subset.whole:  # a subset is for tuning: print everything, keep the saved results
         print(markdown, *failures, sep="\n")
         return
-    save_results(RESULTS, result, markdown.split("### Per disturbance")[0], *failures)
-    print(f"saved {MARKDOWN.relative_to(ROOT)}")
+    tables = markdown.split("### Per disturbance")[0]
+    save_results(RESULTS, result, tables, *failures)
+    replace_marked(POLICIES_DOC, "quality", tables)
+    print(f"saved {MARKDOWN.relative_to(ROOT)} and the tables of {POLICIES_DOC.relative_to(ROOT)}")
 
 
 def _names(kind: str, known: Iterable[str]) -> Callable[[str], tuple[str, ...]]:

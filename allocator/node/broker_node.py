@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from allocator.limiter.bucket_array import TokenBucketArray
+from allocator.limiter.group_limiter import GroupLimiter
 from allocator.node.fallback import Fallback
 from allocator.node.loss_meter import LossMeter
 from allocator.node.node_settings import NodeSettings
@@ -91,9 +91,7 @@ class BrokerNode:
         self.loss_meter = LossMeter(name)
         self.limit = np.zeros((n_groups, n_dimensions))
         self.serving = np.zeros(n_groups, dtype=bool)
-        self._buckets = [
-            TokenBucketArray(np.full(n_groups, np.inf), capacity=np.full(n_groups, np.inf)) for _ in range(n_dimensions)
-        ]
+        self.limiter = GroupLimiter(n_groups, [dim in BYTES_DIMENSIONS for dim in settings.dimensions])
         self._last_admit_s: float | None = None  # the first round covers one interval
         self._round_s = settings.interval_s  # the time the last admitted traffic covered
         self._silent = np.zeros((n_groups, 1), dtype=bool)  # entries silent for a forced-report cycle, as of cleanup
@@ -106,9 +104,8 @@ class BrokerNode:
             signer=signer,
             reports_demand=settings.report_demand or self.hooks.claims_estimated_demand,
         )
-        self._bytes_dimension = np.array([dim in BYTES_DIMENSIONS for dim in settings.dimensions])
         self.ramps = RampedPools(settings.ramps, self.group_ids)
-        self.pool = self._capped_pools()  # [G, D] what the policy splits: the quota, or the ramp's pool where ramped
+        self.pool = self.ramps.capped(self.quota)  # [G, D] what the policy splits
         self.fallback = Fallback(settings.fallback, n_groups, n_dimensions)
         self._heard = np.zeros(n_groups, dtype=bool)  # a report of another broker refreshed the group's view
         self._registry_reachable = True
@@ -122,12 +119,9 @@ class BrokerNode:
     # -- phase 1: traffic and report -------------------------------------------------------------
 
     def admit(self, demand_msgs_per_s: np.ndarray, msg_bytes: np.ndarray, now_s: float) -> Traffic:
-        """Let the round's offered load through the token buckets (a fluid model of PIP-322's limiter).
-
-        Over the `dt` since the last call the producers offer `demand * dt` messages; a message needs
-        tokens in every dimension's bucket (1 per message, or its size in bytes), so the most stringent
-        dimension decides what is admitted. A group that starts being served begins at its hooks' start limit.
-        """
+        """Let the round's offered load through the token buckets (`GroupLimiter`, a fluid model of PIP-322's
+        limiter) over the time since the last call. A group that starts being served begins at its hooks' start
+        limit."""
         dt = self.settings.interval_s if self._last_admit_s is None else max(now_s - self._last_admit_s, 1e-9)
         self._last_admit_s, self._round_s = now_s, dt
         demand_msgs_per_s = np.clip(np.asarray(demand_msgs_per_s, dtype=np.float64), 0.0, None)
@@ -137,20 +131,8 @@ class BrokerNode:
         if starting.any():
             self.limit[starting] = self._floored(self.hooks.start_limit(self.pool[starting], self._view(starting)))
             self._apply_limits()
-        cost = np.where(self._bytes_dimension[None, :], np.asarray(msg_bytes, dtype=np.float64)[:, None], 1.0)
-        now_ns = int(now_s * 1e9)
-        tokens = np.stack([bucket.available(now_ns) for bucket in self._buckets], axis=1)
-        admitted_msgs = np.minimum(demand_msgs_per_s * dt, (tokens / cost).min(axis=1))
-        for index, bucket in enumerate(self._buckets):
-            bucket.consume(admitted_msgs * cost[:, index], now_ns)
-        throttled_fraction = np.where(
-            demand_msgs_per_s > 0, 1.0 - admitted_msgs / np.maximum(demand_msgs_per_s * dt, 1e-300), 0.0
-        )
-        traffic = Traffic(
-            demand=demand_msgs_per_s[:, None] * cost,
-            usage=admitted_msgs[:, None] * cost / dt,
-            throttled_s=np.clip(throttled_fraction, 0.0, 1.0) * dt,
-        )
+        admitted = self.limiter.admit(demand_msgs_per_s, msg_bytes, dt, now_s)
+        traffic = Traffic(demand=admitted.offered, usage=admitted.admitted, throttled_s=admitted.throttled_s)
         self.claim(traffic)
         return traffic
 
@@ -232,7 +214,11 @@ class BrokerNode:
     def allocate(self) -> np.ndarray:
         """Compute this broker's new limits from its view (the hooks), then the fallback of the groups silent too
         long, and hand them to the buckets; returns [G, D]."""
-        self.pool = self._step_ramps()
+        n_slots = self.table.n_slots
+        self.ramps.step_on_view(
+            self._last_admit_s or 0.0, self._round_s, self.table.usage[:, :n_slots], self.table.present[:, :n_slots]
+        )
+        self.pool = self.ramps.capped(self.quota)
         limit_before = self.limit.copy()
         new_limit = self.hooks.allocate(self.pool, self._view(), self.limit, self.serving)
         self.limit = np.where(self.serving[:, None], self._floored(new_limit), self.limit)
@@ -260,7 +246,7 @@ class BrokerNode:
             self.limit = np.where(self.serving[:, None], self._floored(limit), self.limit)
             self._apply_limits()
         self.quota = new_quota
-        self.pool = self._capped_pools()
+        self.pool = self.ramps.capped(self.quota)
 
     def view_brokers(self) -> np.ndarray:
         return self.table.view_brokers()
@@ -297,25 +283,6 @@ class BrokerNode:
             has_roster=table.has_roster,
         )
 
-    def _step_ramps(self) -> np.ndarray:
-        """The pools after this round: each ramp steps on the usage of every broker in the view."""
-        if len(self.ramps):
-            rows, dims = self.ramps.rows, self.ramps.dimensions
-            present = self.table.present[rows, : self.table.n_slots]
-            usage = (self.table.usage[rows, : self.table.n_slots, dims] * present).sum(axis=1)
-            self.ramps.step(self._last_admit_s or 0.0, self._round_s, usage, present.any(axis=1))
-        return self._capped_pools()
-
-    def _capped_pools(self) -> np.ndarray:
-        """[G, D] the quota, with each ramped entry's pool where ramped; never above the quota (a quota event may
-        cut it below the ramp). Without ramps, the quota itself (never written through `pool`)."""
-        if not len(self.ramps):
-            return self.quota
-        pool = self.quota.copy()
-        rows, dims = self.ramps.rows, self.ramps.dimensions
-        pool[rows, dims] = np.minimum(self.ramps.pool, self.quota[rows, dims])
-        return pool
-
     def _brokers_in_view(self) -> np.ndarray:
         """[G] the brokers in the view of each group, this one always counted."""
         return self.table.present[:, OWN + 1 : self.table.n_slots].sum(axis=1) + 1
@@ -325,11 +292,9 @@ class BrokerNode:
         return np.maximum(limit, MIN_LIMIT)
 
     def _apply_limits(self) -> None:
-        """Buckets hold one interval of tokens: the fluid model admits a round's traffic at once."""
-        now_ns = int((self._last_admit_s or 0.0) * 1e9)
-        for index, bucket in enumerate(self._buckets):
-            rate = np.where(self.serving, self.limit[:, index], np.inf)
-            bucket.set_rate(rate, now_ns, capacity=rate * self.settings.interval_s)
+        """The limits to the buckets (a group not served is not limited)."""
+        rates = np.where(self.serving[:, None], self.limit, np.inf)
+        self.limiter.set_limits(rates, self._last_admit_s or 0.0, self.settings.interval_s)
 
 
 def _checked_quota(quota: np.ndarray, shape: tuple[int, int]) -> np.ndarray:

@@ -17,12 +17,12 @@ from allocator.limiter.bucket_array import TokenBucketArray
 from allocator.node.fallback import Fallback
 from allocator.node.loss_meter import LossMeter, copies_needed
 from allocator.node.node_settings import NodeSettings
+from allocator.node.report_reader import ReportReader
 from allocator.node.report_sender import Outbox, ReportSender
 from allocator.node.reporting import ReportSuppressor, Selection
 from allocator.node.usage_table import OWN, CleanupRules, Merge, UsageTable
 from allocator.policies.waterfill import max_min_fair
 from allocator.ramps.ramped_pool import RampedPools
-from allocator.wire.codec import decode_batch
 from allocator.wire.envelope import check_key
 from allocator.wire.routing import Routes
 from allocator.wire.signing import Signer
@@ -122,6 +122,7 @@ class BrokerNode:
             signer=signer,
             reports_demand=self._reports_demand,
         )
+        self.reader = ReportReader(settings, group_names=group_names, known_brokers=self.known_brokers)
         self._bytes_dimension = np.array([dim in BYTES_DIMENSIONS for dim in settings.dimensions])
         self.ramps = RampedPools(settings.ramps, self.group_ids)
         self.pool = self._capped_pools()  # [G, D] what the policy splits: the quota, or the ramp's pool where ramped
@@ -220,13 +221,7 @@ class BrokerNode:
         """Decode and merge reports, all at once; a bad one (or one in other dimensions) is counted and dropped,
         never raised. With `issued` (broker -> the highest incarnation the membership registry issued it), a
         report of a broker or an incarnation the registry did not issue is rejected too."""
-        batch, rejected = decode_batch(
-            payloads,
-            self.settings.dimensions,
-            key=self.settings.hmac_key,
-            public_keys=self.settings.public_keys,
-            known_brokers=self.known_brokers,
-        )
+        batch, rejected = self.reader.decode(payloads, now_s, issued)
         n_rejected = len(rejected)
         if issued is not None and len(batch):
             credible = np.array(

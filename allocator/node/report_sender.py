@@ -13,8 +13,8 @@ import numpy as np
 
 from allocator.node.node_settings import NodeSettings
 from allocator.node.reporting import Selection
-from allocator.wire.pulsar import codec as pulsar_codec
 from allocator.wire.codec import encode_split
+from allocator.wire.pulsar import codec as pulsar_codec
 from allocator.wire.routing import Routes
 from allocator.wire.signing import Signer
 from allocator.wire.usage_report import UsageReport

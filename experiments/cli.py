@@ -21,6 +21,7 @@ SUBCOMMANDS = (
     "experiments.demo",
     "experiments.keys",
     "experiments.adversaries",
+    "experiments.importing.command",
 )
 
 

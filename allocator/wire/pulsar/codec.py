@@ -107,7 +107,9 @@ def decode(data: bytes | bytearray | memoryview, max_bytes: int) -> UsageInfo:
     try:
         info = ResourceUsageInfo.FromString(bytes(data))
     except DecodeError:
-        raise ReportError("not a ResourceUsageInfo (bad wire format or a required field missing)") from None
+        raise ReportError("not a ResourceUsageInfo (bad wire format)") from None
+    if not info.IsInitialized():  # protobuf parses a proto2 message without its required fields
+        raise ReportError(f"required field missing: {info.FindInitializationErrors()[0]}")
     broker = info.broker
     if not isinstance(broker, str):  # proto2 strings are not checked: invalid UTF-8 comes back as bytes
         raise ReportError("broker is not valid UTF-8")

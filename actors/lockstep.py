@@ -26,8 +26,10 @@ def run_lockstep(
     backend: Backend,
     writer: TelemetryWriter,
     on_round: Callable[[int], None] | None = None,
+    on_publish: Callable[[float, list[tuple[str, int, bytes]]], None] | None = None,
 ) -> None:
-    """Run every round of `plan`, writing telemetry as it goes (the caller closes the writer)."""
+    """Run every round of `plan`, writing telemetry as it goes (the caller closes the writer). `on_publish` sees
+    each round's published (broker, topic, payload) items with the round's time (`quotalab run --capture`)."""
     cluster = Cluster(plan, backend)
     for round_index in range(plan.rounds):
         t_s = round_index * plan.interval_s
@@ -37,6 +39,8 @@ def run_lockstep(
         syncs = cluster.sync_pool_sizes(t_s)
         published = leaving + [item for batch in cluster.gather_hosts(publishing) for item in batch]
         items = [(p.broker, topic, payload) for p in published for topic, payload in p.payloads]
+        if on_publish is not None:
+            on_publish(t_s, items)
         (exchange,) = backend.gather([backend.call(cluster.channel, "exchange", items, t_s)])
         dead = cluster.collect_dead(heartbeats)
         roster = cluster.serve(published)

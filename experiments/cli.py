@@ -22,6 +22,7 @@ SUBCOMMANDS = (
     "experiments.keys",
     "experiments.adversaries",
     "experiments.policies_command",
+    "experiments.importing.command",
 )
 
 

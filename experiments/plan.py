@@ -68,6 +68,7 @@ def build_plan(scenario: Scenario) -> Plan:
         max_clock_skew_s=cleanup.max_report_age_rounds * interval_s,  # the same allowance either way
         compress=reporting.compress,
         float32_rates=reporting.float32_rates,
+        wire=reporting.wire,
         hmac_key=reporting.hmac_key,
         ramps=_ramps(scenario, dimensions),
         fallback=FallbackSettings(**asdict(scenario.fallback)),

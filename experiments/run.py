@@ -26,6 +26,8 @@ from experiments.scenario import load_scenario
 from experiments.scenario.spec import Scenario
 
 if TYPE_CHECKING:
+    from actors.plan import Plan
+    from experiments.importing.capture import CaptureWriter
     from experiments.live_metrics import MetricsServer
 
 
@@ -62,15 +64,20 @@ def run_scenario(
     address: str | None = None,
     progress: bool = True,
     metrics: MetricsAddress | None = None,
+    capture: Path | None = None,
 ) -> Path:
     """Run `scenario` into `run_dir` (created); returns it. The manifest's status tells how it ended.
 
-    With `metrics`, the run's Prometheus metrics are served at `http://HOST:PORT/metrics` while it runs."""
+    With `metrics`, the run's Prometheus metrics are served at `http://HOST:PORT/metrics` while it runs. With
+    `capture`, every report the brokers publish is written there as Pulsar's `ResourceUsageInfo` (lockstep runs:
+    `experiments.importing.capture.CaptureWriter`)."""
     run_dir = Path(run_dir)
     if (run_dir / "manifest.json").exists():
         raise UserError(f"{run_dir}: already holds a run; choose another --out")
     if metrics is not None and scenario.mode != "realtime":
         raise UserError("--metrics-port: serves realtime runs only (add --mode realtime)")
+    if capture is not None and scenario.mode != "lockstep":
+        raise UserError("--capture: records what a lockstep run's driver sees published (use --mode lockstep)")
     plan = build_plan(scenario)
     if plan.consensus is not None and plan.consensus.store == "redis":
         _check_redis(plan.consensus.url)
@@ -96,6 +103,7 @@ def run_scenario(
         writer.observers.append(server.metrics)
         if progress:
             print(f"metrics: {server.url}", file=sys.stderr)
+    capturing = None if capture is None else _capture_writer(capture, scenario, plan)
     bar = tqdm(total=scenario.rounds, desc=scenario.name, unit="round", disable=not progress, leave=False)
     status = "failed"
     restore = _terminate_as_interrupt()
@@ -105,7 +113,8 @@ def run_scenario(
 
             run_realtime(plan, backend, writer, on_round=lambda _: bar.update())
         else:
-            run_lockstep(plan, backend, writer, on_round=lambda _: bar.update())
+            on_publish = None if capturing is None else capturing.write_round
+            run_lockstep(plan, backend, writer, on_round=lambda _: bar.update(), on_publish=on_publish)
         status = "complete"
     except KeyboardInterrupt:
         status = "interrupted"
@@ -114,9 +123,20 @@ def run_scenario(
         restore()
         bar.close()
         writer.close(status)
+        if capturing is not None:
+            capturing.close()
         if server is not None:
             server.stop()
     return run_dir
+
+
+def _capture_writer(path: Path, scenario: Scenario, plan: Plan) -> CaptureWriter:
+    from experiments.importing.capture import CaptureWriter
+
+    try:
+        return CaptureWriter(path, scenario.reporting.wire, plan.group_names, plan.interval_s)
+    except OSError as error:
+        raise UserError(f"--capture {path}: cannot write: {error.strerror}") from None
 
 
 def _serve_metrics(address: MetricsAddress, names: dict[str, list[str]]) -> MetricsServer:
@@ -187,6 +207,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="HOST",
         help="address to serve the metrics on (default: %(default)s; 0.0.0.0 for every interface)",
     )
+    parser.add_argument(
+        "--capture",
+        type=Path,
+        metavar="FILE",
+        help="write every report the brokers publish to FILE as Pulsar's ResourceUsageInfo, in the capture format "
+        "`quotalab import capture` reads (lockstep runs; see docs/pulsar.md)",
+    )
     parser.set_defaults(handler=_handle)
 
 
@@ -214,7 +241,9 @@ def _handle(args: argparse.Namespace) -> int:
     if args.address and scenario.backend != "ray":
         scenario = dataclasses.replace(scenario, backend="ray")
     metrics = None if args.metrics_port is None else MetricsAddress(args.metrics_port, args.metrics_host)
-    run_dir = run_scenario(scenario, args.out or default_run_dir(scenario), address=args.address, metrics=metrics)
+    run_dir = run_scenario(
+        scenario, args.out or default_run_dir(scenario), address=args.address, metrics=metrics, capture=args.capture
+    )
     print(final_table(run_dir))
     print(f"telemetry: {run_dir}")
     return 0

@@ -20,12 +20,12 @@ from allocator.limiter.group_limiter import GroupLimiter
 from allocator.node.fallback import Fallback
 from allocator.node.loss_meter import LossMeter
 from allocator.node.node_settings import NodeSettings
+from allocator.node.report_reader import ReportReader
 from allocator.node.report_sender import Outbox, ReportSender
 from allocator.node.usage_table import OWN, CleanupRules, Merge, UsageTable
 from allocator.policies.hooks import PeerView, Traffic
 from allocator.policies.reporting import ReportSuppressor
 from allocator.ramps.ramped_pool import RampedPools
-from allocator.wire.codec import decode_batch
 from allocator.wire.envelope import check_key
 from allocator.wire.routing import Routes
 from allocator.wire.signing import Signer
@@ -104,6 +104,7 @@ class BrokerNode:
             signer=signer,
             reports_demand=settings.report_demand or self.hooks.claims_estimated_demand,
         )
+        self.reader = ReportReader(settings, group_names=group_names, known_brokers=self.known_brokers)
         self.ramps = RampedPools(settings.ramps, self.group_ids)
         self.pool = self.ramps.capped(self.quota)  # [G, D] what the policy splits
         self.fallback = Fallback(settings.fallback, n_groups, n_dimensions)
@@ -163,23 +164,9 @@ class BrokerNode:
     def receive(self, payloads: Iterable[bytes], now_s: float, issued: Mapping[str, int] | None = None) -> Inbox:
         """Decode and merge reports, all at once; a bad one (or one in other dimensions) is counted and dropped,
         never raised. With `issued` (broker -> the highest incarnation the membership registry issued it), a
-        report of a broker or an incarnation the registry did not issue is rejected too. The loss meter counts
-        only the reports the table accepted."""
-        batch, rejected = decode_batch(
-            payloads,
-            self.settings.dimensions,
-            key=self.settings.hmac_key,
-            public_keys=self.settings.public_keys,
-            known_brokers=self.known_brokers,
-        )
-        n_rejected = len(rejected)
-        if issued is not None and len(batch):
-            credible = np.array(
-                [inc <= issued.get(b, -1) for b, inc in zip(batch.brokers, batch.incarnation, strict=True)], dtype=bool
-            )
-            if not credible.all():
-                n_rejected += int((~credible).sum())
-                batch = batch.select(credible)
+        report of a broker or an incarnation the registry did not issue is rejected too (`ReportReader`). The loss
+        meter counts only the reports the table accepted."""
+        batch, n_rejected = self.reader.decode(payloads, now_s, issued)
         view_before = self.table.view_brokers()
         heard_before = self.table.last_heard_s()
         accepted = np.array([outcome is Merge.ACCEPTED for outcome in self.table.merge_many(batch, now_s)], bool)

@@ -13,6 +13,7 @@ from typing import Any
 from actors.workload import MAX_RATE, MAX_ROUNDS
 from allocator.node import fallback
 from allocator.ramps import ramp
+from allocator.wire.pulsar.limits import WIRES
 from allocator.wire.routing import MAX_TOPICS
 from experiments import checks
 from experiments.scenario.spec import (
@@ -60,7 +61,7 @@ _RULES: dict[type, dict[str, Any]] = {
         "backend": ("ray", "local"),
         "brokers_per_actor": checks.Range(1, cap=MAX_BROKERS),
     },
-    ReportingSpec: {"threshold_pct": checks.NON_NEGATIVE, "force_every": _LENGTH},
+    ReportingSpec: {"threshold_pct": checks.NON_NEGATIVE, "force_every": _LENGTH, "wire": WIRES},
     CleanupSpec: {
         "stale_after_rounds": _LENGTH,
         "max_report_age_rounds": checks.Range(0, low_open=True, cap=MAX_ROUNDS),

@@ -13,7 +13,7 @@ import yaml
 
 from experiments import checks
 from experiments.errors import ScenarioError
-from experiments.scenario import converter, events, generation, producers, sections
+from experiments.scenario import converter, events, generation, producers, pulsar_wire, sections
 from experiments.scenario.spec import ChannelSpec, CleanupSpec, FallbackSpec, GroupSpec, RealtimeSpec, Scenario
 
 
@@ -215,7 +215,7 @@ def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
     )
     _check_ramps(groups, settings.get("interval_s", Scenario.interval_s))
     throttle = producers.throttle(top.get("throttle", {}), "throttle", settings.get("interval_s", Scenario.interval_s))
-    return Scenario(
+    scenario = Scenario(
         **settings,
         groups=groups,
         brokers=brokers,
@@ -231,6 +231,8 @@ def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
         throttle=throttle,
         clients=producers.clients(top.get("clients", []), "clients", context, throttle.step_ms),
     )
+    pulsar_wire.check(scenario)
+    return scenario
 
 
 def _check_ramps(groups: tuple[GroupSpec, ...], interval_s: float) -> None:

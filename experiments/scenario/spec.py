@@ -34,6 +34,7 @@ class ReportingSpec:
     report_demand: bool = False
     compress: bool = False
     float32_rates: bool = False  # rates on the wire as float32 (4 bytes, not 8; relative error under 6e-8)
+    wire: str = "quotalab"  # quotalab | pulsar: Pulsar's own ResourceUsageInfo (docs/pulsar.md)
     # The cluster key (reports are signed and checked when there is one) comes from a file (relative to the
     # scenario) or an environment variable, never from the scenario's text. Only its source is written anywhere.
     hmac_key_file: str | None = None

@@ -91,8 +91,8 @@ BAD = {
     "unknown nested key": (
         base(reporting={"treshold_pct": 5}),
         "reporting.treshold_pct",
-        "unknown key (allowed: threshold_pct, force_every, report_demand, compress, float32_rates, hmac_key_file, "
-        "hmac_key_env, key_dir, key_dir_env)",
+        "unknown key (allowed: threshold_pct, force_every, report_demand, compress, float32_rates, wire, "
+        "hmac_key_file, hmac_key_env, key_dir, key_dir_env)",
     ),
     "unknown key in a workload": (
         base(brokers=[broker("broker-1", {"group": "tenant-a/ns-1", "msgs_per_s": 5, "rate": 5})]),

@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from actors.backends import make_backend
 from actors.lockstep import run_lockstep
+from actors.plan import Plan
 from actors.telemetry import TelemetryWriter
 from experiments.errors import UserError
 from experiments.final_table import final_table
@@ -72,8 +73,8 @@ def run_scenario(
     if metrics is not None and scenario.mode != "realtime":
         raise UserError("--metrics-port: serves realtime runs only (add --mode realtime)")
     plan = build_plan(scenario)
-    if plan.consensus is not None and plan.consensus.store == "redis":
-        _check_redis(plan.consensus.url)
+    for key, url in _given_redis_urls(plan):
+        _check_redis(key, url)
     backend = make_backend(scenario.backend, address)
     manifest = {
         "scenario_name": scenario.name,
@@ -128,7 +129,17 @@ def _serve_metrics(address: MetricsAddress, names: dict[str, list[str]]) -> Metr
         raise UserError(f"--metrics-port {address.port}: cannot serve on {address.host} ({error.strerror})") from None
 
 
-def _check_redis(url: str) -> None:
+def _given_redis_urls(plan: Plan) -> list[tuple[str, str]]:
+    """(scenario key, url) of each Redis the scenario names (a run without a URL starts its own server)."""
+    keys = {}
+    if plan.consensus is not None and plan.consensus.store == "redis" and plan.consensus.url is not None:
+        keys[plan.consensus.url] = "membership.url"
+    if plan.channel.redis_url is not None:  # the consensus may use it too: one check, under the channel's key
+        keys[plan.channel.redis_url] = "channel.redis_url"
+    return [(key, url) for url, key in keys.items()]
+
+
+def _check_redis(key: str, url: str) -> None:
     """A run on Redis starts only if Redis answers (mid-run, the brokers ride out an outage)."""
     from actors.redis_consensus import ping
     from allocator.node.consensus import StoreUnreachableError
@@ -136,7 +147,7 @@ def _check_redis(url: str) -> None:
     try:
         ping(url)
     except StoreUnreachableError as error:
-        raise UserError(f"membership.url: {error}") from None
+        raise UserError(f"{key}: {error}") from None
 
 
 def _terminate_as_interrupt() -> Callable[[], None]:

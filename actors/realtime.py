@@ -239,6 +239,8 @@ def _run_realtime(
     driver_endpoint = None if link is None else RedisEndpoint(link, time.time())  # a clean leave's zeros
     cluster = Cluster(plan, backend, host_class=RealtimeHost, channel=driver_endpoint)
     cluster.redis_server = server
+    if link is not None:  # where the reports went (a URL holds no password: the scenario's checks refuse one)
+        writer.manifest["redis"] = {"url": link.url, "channels": f"{link.prefix}:*", "own_server": server is not None}
     if backend.name == "local":  # timer threads share these objects
         if driver_endpoint is None:
             cluster.channel = Synchronized(cluster.channel)

@@ -187,6 +187,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--address", help="Ray address of an existing cluster, e.g. 'auto' (ray backend)")
     parser.add_argument(
+        "--redis-url",
+        metavar="URL",
+        help="carry the reports over the Redis at URL, e.g. redis://10.0.0.5:6379/0 (sets channel.transport=redis "
+        "and channel.redis_url; realtime mode; without it a Redis run starts its own redis-server on 127.0.0.1)",
+    )
+    parser.add_argument(
         "--metrics-port",
         type=_port,
         metavar="PORT",
@@ -221,6 +227,8 @@ def _override(text: str) -> tuple[str, object]:
 def _handle(args: argparse.Namespace) -> int:
     options = {key: getattr(args, key) for key in ("backend", "mode", "seed", "rounds")}
     overrides = dict(args.set) | {key: value for key, value in options.items() if value is not None}
+    if args.redis_url is not None:
+        overrides |= {"channel.transport": "redis", "channel.redis_url": args.redis_url}
     scenario = load_scenario(args.scenario, overrides)
     if args.address and scenario.backend != "ray":
         scenario = dataclasses.replace(scenario, backend="ray")

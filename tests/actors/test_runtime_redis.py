@@ -145,3 +145,20 @@ def test_realtime_over_redis_on_ray(ray_session, tmp_path):
     assert result["manifest"]["status"] == "complete" and result["manifest"]["transport_latency"]["messages"] > 0
     assert result["rounds"].view_brokers.max() == 3
     assert not listening(result["manifest"]["redis"]["url"])
+
+
+def test_redis_url_on_the_command_line_is_checked_before_the_run(tmp_path, capsys):
+    from actors.redis_server import free_port
+    from experiments.cli import main
+
+    path = tmp_path / "s.yaml"
+    path.write_text(json.dumps(scenario(3, channel={})))
+    nobody = f"redis://127.0.0.1:{free_port()}/0"
+    for argv, message in (
+        (["--mode", "lockstep"], "channel.transport: redis needs mode: realtime (lockstep needs a deterministic"),
+        ([], f"channel.redis_url: cannot reach {nobody}"),
+    ):
+        code = main(["run", str(path), "--redis-url", nobody, "--out", str(tmp_path / "run"), *argv])
+        err = capsys.readouterr().err
+        assert code == 2 and len(err.splitlines()) == 1 and message in err, err
+        assert not (tmp_path / "run").exists()

@@ -2,8 +2,9 @@
 
 A realtime run on `channel.transport: redis` (or with `membership.store: redis`) and no URL starts one for
 itself (`serving`): every host of the run and the pool-size consensus talk to it, and it is stopped when the
-run ends, fails or is interrupted (and, on Linux, when the driver is killed outright: the server gets SIGTERM
-when its parent dies). A `redis_outage` event stops it and starts it again, empty, on the same port.
+run ends, fails or is interrupted. (Not when the driver is killed outright: Linux's "die with the parent"
+would also kill it when the thread that started it ends, which a `redis_outage` restart's thread does.) A
+`redis_outage` event stops it and starts it again, empty, on the same port.
 
 A Ray cluster of several machines cannot reach this machine's 127.0.0.1: it needs `channel.redis_url`.
 """
@@ -11,12 +12,9 @@ A Ray cluster of several machines cannot reach this machine's 127.0.0.1: it need
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -24,20 +22,10 @@ from dataclasses import replace
 from actors.plan import Plan
 
 START_TIMEOUT_S = 10.0
-_PR_SET_PDEATHSIG = 1
 
 
 class RedisServerError(RuntimeError):
     """redis-server is missing or did not start (one line)."""
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the parent dies (Linux's prctl, looked up before the fork)."""
-    if _PRCTL is not None:
-        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-_PRCTL = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None
 
 
 def free_port() -> int:
@@ -76,12 +64,7 @@ class RedisServer:
         return command
 
     def start(self) -> None:
-        self.process = subprocess.Popen(
-            self.command(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent if _PRCTL is not None else None,
-        )
+        self.process = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -220,9 +220,10 @@ def lines(result: dict[str, Any]) -> list[str]:
         runs = result["latency"]["runs"]
         redis_run = runs["redis"]
         out.append("16 brokers x 1,000 groups, realtime at 0.2 s")
+        latency_ms = redis_run["latency_ms"]
         out.append(
-            f"  publish-to-deliver: p50 {redis_run['latency_ms']['p50_ms']:.2f} ms, p99 {redis_run['latency_ms']['p99_ms']:.2f} ms"
-            f" ({redis_run['latency_ms']['frames']} frames)"
+            f"  publish-to-deliver: p50 {latency_ms['p50_ms']:.2f} ms, p99 {latency_ms['p99_ms']:.2f} ms"
+            f" ({latency_ms['frames']} frames)"
         )
         for transport, run in runs.items():
             out.append(
@@ -239,8 +240,8 @@ def lines(result: dict[str, Any]) -> list[str]:
             )
         usage = runs["redis"]["redis"]
         out.append(
-            f"  Redis: {usage['cpu_cores'] * 100:.1f}% of a core, {usage['commands_per_s']:.0f} commands/s, memory peak "
-            f"{usage['memory_peak_mb']:.1f} MB (RSS {usage['memory_rss_mb']:.1f} MB)"
+            f"  Redis: {usage['cpu_cores'] * 100:.1f}% of a core, {usage['commands_per_s']:.0f} commands/s, "
+            f"memory peak {usage['memory_peak_mb']:.1f} MB (RSS {usage['memory_rss_mb']:.1f} MB)"
         )
     if "outcome" in result:
         out.append("churn-and-loss, realtime at 0.2 s, fair-share-safe, 15% injected loss: simulated vs redis")

@@ -253,10 +253,77 @@ def lines(result: dict[str, Any]) -> list[str]:
     return out
 
 
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "transport.md"
+DOCS_BEGIN = "<!-- bench_redis: begin (written by benchmarks/bench_redis.py; do not edit) -->"
+DOCS_END = "<!-- bench_redis: end -->"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The table docs/transport.md shows: each measurement on the simulated channel and on Redis."""
+    rows = [["measurement", "simulated", "redis"]]
+    if "latency" in result:
+        runs = result["latency"]["runs"]
+        rows.append(
+            ["16 brokers x 1,000 groups, 0.2 s: timer lag p50 / p99"]
+            + [f"{runs[t]['lag']['p50_ms']:.1f} / {runs[t]['lag']['p99_ms']:.1f} ms" for t in ("simulated", "redis")]
+        )
+        latency_ms = runs["redis"]["latency_ms"]
+        rows.append(["publish-to-deliver p50 / p99", "", f"{latency_ms['p50_ms']:.1f} / {latency_ms['p99_ms']:.1f} ms"])
+    if "scale" in result:
+        runs = result["scale"]["runs"]
+        rows.append(
+            [f"100 brokers x 1,000 groups, 10 per actor, 1 s, interest: timer lag p99 (target <= {LAG_TARGET_MS:g} ms)"]
+            + [f"{runs[t]['lag']['p99_ms']:.1f} ms" for t in ("simulated", "redis")]
+        )
+        volumes = [runs[t]["bytes"] for t in ("simulated", "redis")]
+        rows.append(
+            ["bytes published / delivered a round"]
+            + [f"{v['published_per_round'] / 1e3:.0f} / {v['delivered_per_round'] / 1e3:.0f} kB" for v in volumes]
+        )
+        usage = runs["redis"]["redis"]
+        rows.append(
+            [
+                "Redis: CPU, commands, memory peak (RSS)",
+                "",
+                f"{usage['cpu_cores'] * 100:.1f}% of a core, {usage['commands_per_s']:.0f}/s, "
+                f"{usage['memory_peak_mb']:.1f} MB ({usage['memory_rss_mb']:.1f} MB)",
+            ]
+        )
+    if "outcome" in result:
+        outcome = result["outcome"]
+        for metric, cell in outcome["agreement"].items():
+            verdict = {None: "", True: " (within noise)", False: " (OUTSIDE noise)"}[cell["within_noise"]]
+            rows.append(
+                [f"churn-and-loss, 15% loss, seeds {outcome['seeds']}: {metric}"]
+                + [_spread(outcome["runs"]["simulated"][metric]), _spread(outcome["runs"]["redis"][metric]) + verdict]
+            )
+    table = ["| " + " | ".join(row) + " |" for row in rows]
+    table.insert(1, "|" + "---|" * len(rows[0]))
+    load = result["load"]
+    when = f"{result['at']}, 1-minute load average {load['before']:.1f} before, {load['after']:.1f} after"
+    return "\n".join([f"Measured {when} (2 cores, shared), backend `{result.get('backend', 'ray')}`:", "", *table])
+
+
+def _spread(values: list[float | None]) -> str:
+    """The mean over seeds, then the range."""
+    present = [value for value in values if value is not None]
+    if not present:
+        return "none"
+    return f"{statistics.fmean(present):.3g} ({min(present):.3g}-{max(present):.3g})"
+
+
+def write_docs(block: str) -> None:
+    """`block` between docs/transport.md's markers."""
+    text = DOCS.read_text()
+    head, _, rest = text.partition(DOCS_BEGIN)
+    _, _, tail = rest.partition(DOCS_END)
+    DOCS.write_text(f"{head}{DOCS_BEGIN}\n{block}\n{DOCS_END}{tail}")
+
+
 def run(
     only: tuple[str, ...] = ("latency", "scale", "outcome"), quick: bool = False, backend_name: str = "ray"
 ) -> dict:
-    result: dict[str, Any] = {**environment("redis", "ray", "numpy"), "quick": quick}
+    result: dict[str, Any] = {**environment("redis", "ray", "numpy"), "quick": quick, "backend": backend_name}
     load = loadavg_1m()
     if "latency" in only or "scale" in only:
         backend = make_backend(backend_name)
@@ -280,7 +347,9 @@ def main() -> None:
     args = parser.parse_args()
     result = run(tuple(args.only), args.quick, args.backend)
     kept = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}  # the measurements not run this time
-    save_results(RESULTS, {**kept, **result}, *lines(result))
+    merged = {**kept, **result}
+    save_results(RESULTS, merged, *lines(result))
+    write_docs(markdown(merged))
 
 
 if __name__ == "__main__":

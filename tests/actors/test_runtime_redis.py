@@ -162,3 +162,25 @@ def test_redis_url_on_the_command_line_is_checked_before_the_run(tmp_path, capsy
         err = capsys.readouterr().err
         assert code == 2 and len(err.splitlines()) == 1 and message in err, err
         assert not (tmp_path / "run").exists()
+
+
+def test_every_shipped_scenario_accepts_the_redis_transport(tmp_path, monkeypatch):
+    """Every fault a shipped scenario injects applies on receipt, so each one loads and plans on Redis (run in
+    real time); a lockstep one is refused for it."""
+    from allocator.wire.signing import write_key_directory
+    from experiments.plan import build_plan
+    from experiments.scenario import ScenarioError, load_scenario, read_yaml
+
+    shipped = sorted((Path(__file__).resolve().parents[2] / "experiments" / "scenarios").glob("*.yaml"))
+    assert len(shipped) >= 15
+    for path in shipped:
+        if "QUOTALAB_KEY_DIR" in path.read_text():  # the adversaries: per-broker keys, named by the environment
+            brokers = [broker["name"] for broker in read_yaml(path, path.name)["brokers"]]
+            write_key_directory(tmp_path / path.stem, brokers)
+            monkeypatch.setenv("QUOTALAB_KEY_DIR", str(tmp_path / path.stem))
+        if path.stem == "scale-pip82":
+            continue  # 100,000 groups: loading alone takes seconds; nothing in it is transport-specific
+        plan = build_plan(load_scenario(path, {"mode": "realtime", "channel.transport": "redis"}))
+        assert plan.channel.transport == "redis" and plan.channel.redis_url is None, path.name
+        with pytest.raises(ScenarioError, match="needs mode: realtime"):
+            load_scenario(path, {"mode": "lockstep", "channel.transport": "redis"})

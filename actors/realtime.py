@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -23,14 +22,14 @@ from typing import Any
 import numpy as np
 
 from actors import redis_server
-from actors.backends import Backend, RunFailedError, Synchronized, blocking_call
+from actors.backends import Backend, Synchronized, blocking_call
 from actors.broker_host import BrokerHost, BrokerState, Published
 from actors.channel import Counters
 from actors.cluster import Cluster
 from actors.lag_histogram import LagHistogram
 from actors.lockstep import apply_round_events, event_row, log_lost, message_rows
 from actors.plan import HostPlan, Plan
-from actors.redis_channel import RedisEndpoint, RedisLink
+from actors.redis_channel import RedisEndpoint, RedisLink, latency_summary, redis_link
 from actors.telemetry import TelemetryWriter
 
 STARTUP_S = 0.3  # time given to every host to start its timer before round 0
@@ -223,7 +222,7 @@ def run_realtime(
     """Run `plan` on real time; returns the timer lag statistics (seconds), also put in the manifest.
 
     A run on Redis without a URL gets a `redis-server` of its own for its duration."""
-    with redis_server.serving(plan) as (plan_with_urls, server):
+    with redis_server.serving(plan, backend.name) as (plan_with_urls, server):
         return _run_realtime(plan_with_urls, backend, writer, on_round, server)
 
 
@@ -235,7 +234,7 @@ def _run_realtime(
     server: redis_server.RedisServer | None,
 ) -> dict[str, float]:
     interval = plan.interval_s
-    link = _redis_link(plan, backend, writer.run_id, server)  # None on the simulated channel
+    link = redis_link(plan, writer.run_id)  # None on the simulated channel
     driver_endpoint = None if link is None else RedisEndpoint(link, time.time())  # a clean leave's zeros
     cluster = Cluster(plan, backend, host_class=RealtimeHost, channel=driver_endpoint)
     cluster.redis_server = server
@@ -297,37 +296,6 @@ def _run_realtime(
     if link is not None:
         writer.manifest["transport_latency"] = latency_summary(latencies)
     return lag_stats
-
-
-def _redis_link(plan: Plan, backend: Backend, run_id: str, server: redis_server.RedisServer | None) -> RedisLink | None:
-    """The run's topics on Redis (channels under `quotalab:<run id>:<nonce>`); None on the simulated channel."""
-    if server is not None and backend.name == "ray":
-        import ray
-
-        nodes = sum(1 for node in ray.nodes() if node["Alive"])
-        if nodes > 1:
-            raise RunFailedError(
-                f"channel.redis_url: needed on a Ray cluster of {nodes} nodes (the run's own redis-server listens "
-                "on this machine's 127.0.0.1 only)"
-            )
-    if plan.channel.transport != "redis":
-        return None
-    assert plan.channel.redis_url is not None, "redis_server.serving fills the URL in"
-    return RedisLink(plan.channel.redis_url, f"quotalab:{run_id}:{uuid.uuid4().hex[:8]}", plan.channel, plan.seed)
-
-
-def latency_summary(latencies: LagHistogram) -> dict[str, float]:
-    """The manifest's `transport_latency`: frames received, then their publish-to-deliver mean, p50, p99 and
-    max in seconds."""
-    if latencies.count == 0:
-        return {"messages": 0}
-    return {
-        "messages": latencies.count,
-        "mean_s": latencies.sum_s / latencies.count,
-        "p50_s": latencies.percentile_s(50),
-        "p99_s": latencies.percentile_s(99),
-        "max_s": latencies.max_s,
-    }
 
 
 def _collect(

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -31,7 +32,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from actors.channel import Channel, Counters
-from actors.plan import ChannelPlan
+from actors.lag_histogram import LagHistogram
+from actors.plan import ChannelPlan, Plan
 from actors.redis_wire import FrameError, SequenceGaps, Sequencer, channel_name, frame, unframe
 
 SOCKET_TIMEOUT_S = 1.0  # a command to a Redis that stopped answering fails after this long (never a hung tick)
@@ -49,6 +51,29 @@ class RedisLink:
     prefix: str  # scopes the run's channels: quotalab:<run id>:<nonce>
     plan: ChannelPlan  # the faults to inject on receipt, as they stand when the host starts
     seed: int
+
+
+def redis_link(plan: Plan, run_id: str) -> RedisLink | None:
+    """The run's topics on Redis, its channels under `quotalab:<run id>:<nonce>` (two runs of one id never mix);
+    None on the simulated channel."""
+    if plan.channel.transport != "redis":
+        return None
+    assert plan.channel.redis_url is not None, "actors.redis_server.serving fills the URL in"
+    return RedisLink(plan.channel.redis_url, f"quotalab:{run_id}:{uuid.uuid4().hex[:8]}", plan.channel, plan.seed)
+
+
+def latency_summary(latencies: LagHistogram) -> dict[str, float]:
+    """The manifest's `transport_latency`: frames received, then their publish-to-deliver mean, p50, p99 and
+    max in seconds."""
+    if latencies.count == 0:
+        return {"messages": 0}
+    return {
+        "messages": latencies.count,
+        "mean_s": latencies.sum_s / latencies.count,
+        "p50_s": latencies.percentile_s(50),
+        "p99_s": latencies.percentile_s(99),
+        "max_s": latencies.max_s,
+    }
 
 
 def client(url: str) -> redis.Redis:
@@ -127,6 +152,8 @@ class RedisEndpoint:
         self._read_state = _Outage("subscriber", self._log)
         self._stalled_until = 0.0  # monotonic
         self._stopping = threading.Event()
+        # connected from the start: a host's endpoint opens before the run's epoch, so its brokers' subscriptions
+        # at round 0 are confirmed at once
         self._reader = threading.Thread(target=self._read, name="quotalab-redis-reader", daemon=True)
         self._reader.start()
 
@@ -260,14 +287,15 @@ class RedisEndpoint:
         return new
 
     def _subscribe_now(self, channels: set[bytes]) -> None:
+        """Subscribe on the reader's connection, or let the reader do it as it connects (it subscribes to every
+        wanted channel); either way, wait for Redis to confirm."""
         with self._pubsub_lock:
-            if self._pubsub is None:
-                return  # the reader subscribes to every wanted channel when it connects
-            try:
-                self._pubsub.subscribe(*channels)
-            except (redis.RedisError, OSError):
-                self._broken = True
-                return
+            if self._pubsub is not None:
+                try:
+                    self._pubsub.subscribe(*channels)
+                except (redis.RedisError, OSError):
+                    self._broken = True
+                    return
             self._confirmations.wait_for(lambda: channels <= self._confirmed, timeout=SUBSCRIBE_WAIT_S)
 
     def _read(self) -> None:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 
+from actors.backends import RunFailedError
 from actors.plan import Plan
 
 START_TIMEOUT_S = 10.0
@@ -96,14 +97,28 @@ def needs_own_server(plan: Plan) -> bool:
 
 
 @contextlib.contextmanager
-def serving(plan: Plan) -> Iterator[tuple[Plan, RedisServer | None]]:
+def serving(plan: Plan, backend_name: str) -> Iterator[tuple[Plan, RedisServer | None]]:
     """The plan with every Redis URL it lacks pointing at a server of its own, started here and stopped on the
-    way out (whatever ends the run); the plan as it is, and no server, when it needs none."""
+    way out (whatever ends the run); the plan as it is, and no server, when it needs none. A Ray cluster of
+    several machines cannot reach this one's 127.0.0.1: `RunFailedError` then."""
     if not needs_own_server(plan):
         yield plan, None
         return
+    if backend_name == "ray":
+        _refuse_a_cluster()
     with RedisServer(pubsub_buffer_limit=plan.channel.pubsub_buffer_limit) as server:
         yield with_redis_url(plan, server.url), server
+
+
+def _refuse_a_cluster() -> None:
+    import ray
+
+    nodes = sum(1 for node in ray.nodes() if node["Alive"])
+    if nodes > 1:
+        raise RunFailedError(
+            f"channel.redis_url: needed on a Ray cluster of {nodes} nodes (the run's own redis-server listens on "
+            "this machine's 127.0.0.1 only)"
+        )
 
 
 def with_redis_url(plan: Plan, url: str) -> Plan:

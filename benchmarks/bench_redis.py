@@ -92,7 +92,7 @@ def realtime_run(scenario: Scenario, backend: Any, transport: str) -> dict[str, 
     CPU and memory."""
     with tempfile.TemporaryDirectory(prefix="quotalab-bench-") as directory, RedisServer() as server:
         client = redis.Redis.from_url(server.url)
-        before = redis_usage(client)
+        before, load = redis_usage(client), loadavg_1m()
         plan = build_plan(on_transport(scenario, transport, server.url if transport == "redis" else None))
         writer = writer_for(directory, plan, f"{backend.name}-{transport}")
         start = time.perf_counter()
@@ -105,6 +105,7 @@ def realtime_run(scenario: Scenario, backend: Any, transport: str) -> dict[str, 
         client.close()
         out: dict[str, Any] = {
             "transport": transport,
+            "load": load_since(load),  # the two transports' runs may meet different loads: compare with care
             "wall_s": wall_s,
             "lag": steady_lag_ms(writer.run_dir, scenario.interval_s),
             "lag_whole_run_p99_ms": whole_run.get("p99_s", float("nan")) * 1e3,
@@ -265,7 +266,10 @@ def markdown(result: dict[str, Any]) -> str:
         runs = result["latency"]["runs"]
         rows.append(
             ["16 brokers x 1,000 groups, 0.2 s: timer lag p50 / p99"]
-            + [f"{runs[t]['lag']['p50_ms']:.1f} / {runs[t]['lag']['p99_ms']:.1f} ms" for t in ("simulated", "redis")]
+            + [
+                f"{runs[t]['lag']['p50_ms']:.1f} / {runs[t]['lag']['p99_ms']:.1f} ms{_load(runs[t])}"
+                for t in ("simulated", "redis")
+            ]
         )
         latency_ms = runs["redis"]["latency_ms"]
         rows.append(["publish-to-deliver p50 / p99", "", f"{latency_ms['p50_ms']:.1f} / {latency_ms['p99_ms']:.1f} ms"])
@@ -273,7 +277,7 @@ def markdown(result: dict[str, Any]) -> str:
         runs = result["scale"]["runs"]
         rows.append(
             [f"100 brokers x 1,000 groups, 10 per actor, 1 s, interest: timer lag p99 (target <= {LAG_TARGET_MS:g} ms)"]
-            + [f"{runs[t]['lag']['p99_ms']:.1f} ms" for t in ("simulated", "redis")]
+            + [f"{runs[t]['lag']['p99_ms']:.1f} ms{_load(runs[t])}" for t in ("simulated", "redis")]
         )
         volumes = [runs[t]["bytes"] for t in ("simulated", "redis")]
         rows.append(
@@ -302,6 +306,12 @@ def markdown(result: dict[str, Any]) -> str:
     load = result["load"]
     when = f"{result['at']}, 1-minute load average {load['before']:.1f} before, {load['after']:.1f} after"
     return "\n".join([f"Measured {when} (2 cores, shared), backend `{result.get('backend', 'ray')}`:", "", *table])
+
+
+def _load(run: dict[str, Any]) -> str:
+    """The load a run met, for its cell (absent from results written before it was recorded)."""
+    load = run.get("load")
+    return "" if load is None else f" (load {load['before']:.0f}-{load['after']:.0f})"
 
 
 def _spread(values: list[float | None]) -> str:

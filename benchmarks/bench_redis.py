@@ -298,20 +298,25 @@ def markdown(result: dict[str, Any]) -> str:
         for metric, cell in outcome["agreement"].items():
             verdict = {None: "", True: " (within noise)", False: " (OUTSIDE noise)"}[cell["within_noise"]]
             rows.append(
-                [f"churn-and-loss, 15% loss, seeds {outcome['seeds']}: {metric}"]
+                [f"churn-and-loss, 15% loss, seeds {outcome['seeds']} (load {_range(outcome['load'])}): {metric}"]
                 + [_spread(outcome["runs"]["simulated"][metric]), _spread(outcome["runs"]["redis"][metric]) + verdict]
             )
     table = ["| " + " | ".join(row) + " |" for row in rows]
     table.insert(1, "|" + "---|" * len(rows[0]))
-    load = result["load"]
-    when = f"{result['at']}, 1-minute load average {load['before']:.1f} before, {load['after']:.1f} after"
-    return "\n".join([f"Measured {when} (2 cores, shared), backend `{result.get('backend', 'ray')}`:", "", *table])
+    header = (
+        f"Last measured {result['at']} on 2 cores shared with other work, backend `{result.get('backend', 'ray')}`; "
+        "a cell's (load a-b) is the 1-minute load average before and after its run: timer lags follow it."
+    )
+    return "\n".join([header, "", *table])
 
 
 def _load(run: dict[str, Any]) -> str:
     """The load a run met, for its cell (absent from results written before it was recorded)."""
-    load = run.get("load")
-    return "" if load is None else f" (load {load['before']:.0f}-{load['after']:.0f})"
+    return "" if run.get("load") is None else f" (load {_range(run['load'])})"
+
+
+def _range(load: dict[str, float]) -> str:
+    return f"{load['before']:.0f}-{load['after']:.0f}"
 
 
 def _spread(values: list[float | None]) -> str:

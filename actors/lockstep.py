@@ -131,4 +131,5 @@ def message_rows(
         "reports_suppressed": column([suppressed.get(b, 0) for b in brokers], np.int32),
         "deliveries_dropped": column([c.deliveries_dropped for c in traffic], np.int32),
         "reports_rejected": column([rejected.get(b, 0) for b in brokers], np.int32),
+        "deliveries_lost_transport": column([c.deliveries_lost_transport for c in traffic], np.int32),
     }

@@ -28,7 +28,9 @@ from actors.plan import (
     PlannedEvent,
     ProducerPlan,
     QuotaEvent,
+    RedisOutageEvent,
     RegistryEvent,
+    StallEvent,
     Workload,
     component_rng,
 )
@@ -79,6 +81,9 @@ def build_plan(scenario: Scenario) -> Plan:
         **_channel_fields(asdict(scenario.channel), interval_s),
         routing=scenario.channel.routing,
         topics=len(scenario.brokers) if interest else scenario.channel.shards,
+        transport=scenario.channel.transport,
+        redis_url=scenario.channel.redis_url,
+        pubsub_buffer_limit=scenario.channel.pubsub_buffer_limit,
     )
     served = [
         _served_groups(broker, scenario.events, group_index, [p.group for _, p in _producers_on(scenario, broker.name)])
@@ -118,7 +123,8 @@ def _consensus(
     registry (its heartbeats and session timeout); without one such a policy splits by the brokers in view."""
     if not policy.policy.hooks.splits_by_agreed_pool_size or session_timeout_s is None:
         return None
-    return ConsensusPlan(store=scenario.membership.store, url=scenario.membership.url, ttl_s=session_timeout_s)
+    url = scenario.membership.url or scenario.channel.redis_url  # none: the run's own server (actors.redis_server)
+    return ConsensusPlan(store=scenario.membership.store, url=url, ttl_s=session_timeout_s)
 
 
 def _dimensions(scenario: Scenario) -> tuple[str, ...]:
@@ -333,6 +339,13 @@ def _events(
             if at + params["rounds"] < scenario.rounds:  # the registry answers again (a planned event of its own)
                 restored = RegistryEvent(at + params["rounds"], reachable=True)
                 planned.append(PlannedEvent(restored, "registry_restored", target, _detail(params)))
+        elif event.kind == "stall":
+            typed = StallEvent(at, target, params["seconds"])
+        elif event.kind == "redis_outage":
+            typed = RedisOutageEvent(at, up=False)
+            if at + params["rounds"] < scenario.rounds:  # the server starts again (a planned event of its own)
+                restarted = RedisOutageEvent(at + params["rounds"], up=True)
+                planned.append(PlannedEvent(restarted, "redis_restored", target, _detail(params)))
         elif event.kind == "forge":
             signed = params["signed"]
             typed = ForgeEvent(

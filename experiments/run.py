@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from actors.backends import make_backend
 from actors.lockstep import run_lockstep
+from actors.plan import Plan
 from actors.telemetry import TelemetryWriter
 from experiments.errors import UserError
 from experiments.final_table import final_table
@@ -79,8 +80,8 @@ def run_scenario(
     if capture is not None and scenario.mode != "lockstep":
         raise UserError("--capture: records what a lockstep run's driver sees published (use --mode lockstep)")
     plan = build_plan(scenario)
-    if plan.consensus is not None and plan.consensus.store == "redis":
-        _check_redis(plan.consensus.url)
+    for key, url in _given_redis_urls(plan):
+        _check_redis(key, url)
     backend = make_backend(scenario.backend, address)
     manifest = {
         "scenario_name": scenario.name,
@@ -148,7 +149,17 @@ def _serve_metrics(address: MetricsAddress, names: dict[str, list[str]]) -> Metr
         raise UserError(f"--metrics-port {address.port}: cannot serve on {address.host} ({error.strerror})") from None
 
 
-def _check_redis(url: str) -> None:
+def _given_redis_urls(plan: Plan) -> list[tuple[str, str]]:
+    """(scenario key, url) of each Redis the scenario names (a run without a URL starts its own server)."""
+    keys = {}
+    if plan.consensus is not None and plan.consensus.store == "redis" and plan.consensus.url is not None:
+        keys[plan.consensus.url] = "membership.url"
+    if plan.channel.redis_url is not None:  # the consensus may use it too: one check, under the channel's key
+        keys[plan.channel.redis_url] = "channel.redis_url"
+    return [(key, url) for url, key in keys.items()]
+
+
+def _check_redis(key: str, url: str) -> None:
     """A run on Redis starts only if Redis answers (mid-run, the brokers ride out an outage)."""
     from actors.redis_consensus import ping
     from allocator.node.consensus import StoreUnreachableError
@@ -156,7 +167,7 @@ def _check_redis(url: str) -> None:
     try:
         ping(url)
     except StoreUnreachableError as error:
-        raise UserError(f"membership.url: {error}") from None
+        raise UserError(f"{key}: {error}") from None
 
 
 def _terminate_as_interrupt() -> Callable[[], None]:
@@ -195,6 +206,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--out", type=Path, help="the run directory itself (default: runs/<name>-<policy>-s<seed>-<time>)"
     )
     parser.add_argument("--address", help="Ray address of an existing cluster, e.g. 'auto' (ray backend)")
+    parser.add_argument(
+        "--redis-url",
+        metavar="URL",
+        help="carry the reports over the Redis at URL, e.g. redis://10.0.0.5:6379/0 (sets channel.transport=redis "
+        "and channel.redis_url; realtime mode; without it a Redis run starts its own redis-server on 127.0.0.1)",
+    )
     parser.add_argument(
         "--metrics-port",
         type=_port,
@@ -237,6 +254,8 @@ def _override(text: str) -> tuple[str, object]:
 def _handle(args: argparse.Namespace) -> int:
     options = {key: getattr(args, key) for key in ("backend", "mode", "seed", "rounds")}
     overrides = dict(args.set) | {key: value for key, value in options.items() if value is not None}
+    if args.redis_url is not None:
+        overrides |= {"channel.transport": "redis", "channel.redis_url": args.redis_url}
     scenario = load_scenario(args.scenario, overrides)
     if args.address and scenario.backend != "ray":
         scenario = dataclasses.replace(scenario, backend="ray")

@@ -13,7 +13,7 @@ import yaml
 
 from experiments import checks
 from experiments.errors import ScenarioError
-from experiments.scenario import converter, events, generation, producers, pulsar_wire, sections
+from experiments.scenario import converter, events, generation, producers, pulsar_wire, sections, transport
 from experiments.scenario.spec import ChannelSpec, CleanupSpec, FallbackSpec, GroupSpec, RealtimeSpec, Scenario
 
 
@@ -206,13 +206,19 @@ def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
     cleanup = converter.plain_section(CleanupSpec, top.get("cleanup", {}), "cleanup")
     broker_names = sections.by_name(brokers)
     reporting = sections.reporting(top.get("reporting", {}), "reporting", base_dir, tuple(broker_names))
+    mode = settings.get("mode", Scenario.mode)
     context = replace(
         context,
         groups=sections.by_name(groups),
         brokers=broker_names,
         membership=cleanup.membership,
         signed=reporting.signed,
+        mode=mode,
     )
+    membership = sections.membership(top.get("membership", {}), "membership", mode)
+    channel = ChannelSpec(**sections.channel(top.get("channel", {}), "channel", context))
+    transport.check_channel(channel, mode, "channel")
+    context = replace(context, own_redis=transport.own_server(channel, membership))
     _check_ramps(groups, settings.get("interval_s", Scenario.interval_s))
     throttle = producers.throttle(top.get("throttle", {}), "throttle", settings.get("interval_s", Scenario.interval_s))
     scenario = Scenario(
@@ -222,8 +228,8 @@ def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
         policy=sections.policy(top.get("policy", {}), "policy"),
         reporting=reporting,
         cleanup=cleanup,
-        membership=sections.membership(top.get("membership", {}), "membership", settings.get("mode", Scenario.mode)),
-        channel=ChannelSpec(**sections.channel(top.get("channel", {}), "channel", context)),
+        membership=membership,
+        channel=channel,
         events=events.events(top.get("events", []), "events", context, brokers),
         realtime=converter.plain_section(RealtimeSpec, top.get("realtime", {}), "realtime"),
         fallback=_fallback(top.get("fallback", {}), "fallback", reporting.force_every),

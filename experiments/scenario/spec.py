@@ -65,7 +65,7 @@ class MembershipSpec:
     """Where the brokers agree on the pool size (policies that split by it: numaflow-equal)."""
 
     store: str = "memory"  # memory | redis (realtime runs only)
-    url: str | None = None  # redis: redis://HOST:PORT/DB
+    url: str | None = None  # redis: redis://HOST:PORT/DB; none: the run's Redis (channel.redis_url, or its own)
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,10 @@ class ChannelSpec:
     partitions: tuple[tuple[str, ...], ...] = ()
     shards: int = 1
     routing: str = "broadcast"  # broadcast: shards keyed by group id | interest: one inbox topic per broker
+    # simulated: quotalab's own channel | redis: Redis Pub/Sub (realtime; the faults above then apply on receipt)
+    transport: str = "simulated"
+    redis_url: str | None = None  # redis: an existing server (what a Ray cluster needs); none: the run starts one
+    pubsub_buffer_limit: str | None = None  # the run's own server's client-output-buffer-limit pubsub: "64kb 0 0"
 
 
 @dataclass(frozen=True)
@@ -143,12 +147,13 @@ class FallbackSpec:
 @dataclass(frozen=True)
 class EventSpec:
     """One scenario event. kind: join | leave | crash | restart | demand | quota | channel | clock_skew |
-    registry_outage | forge.
+    registry_outage | forge | stall | redis_outage.
 
-    `target` is the broker (join, leave, crash, restart, demand, clock_skew; forge: the broker whose name the
-    forged report carries) or the group (quota), '' for channel and registry_outage; `params` holds the rest as
-    written (demand: group, msgs_per_s; quota: dimension -> rate; channel: ChannelSpec keys; clock_skew:
-    offset_s; registry_outage: rounds; forge: signed, report, key_of: the broker whose stolen key signs it).
+    `target` is the broker (join, leave, crash, restart, demand, clock_skew, stall; forge: the broker whose name
+    the forged report carries) or the group (quota), '' for channel, registry_outage and redis_outage; `params`
+    holds the rest as written (demand: group, msgs_per_s; quota: dimension -> rate; channel: ChannelSpec keys;
+    clock_skew: offset_s; registry_outage and redis_outage: rounds; forge: signed, report, key_of: the broker
+    whose stolen key signs it; stall: seconds, for which the broker's host reads nothing).
     """
 
     at: int

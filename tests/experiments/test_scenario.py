@@ -172,19 +172,19 @@ BAD = {
         base(events=[{"at": 1}]),
         "events[0]",
         "needs exactly one of demand, crash, restart, join, leave, quota, channel, clock_skew, registry_outage, "
-        "forge besides 'at', got none",
+        "forge, stall, redis_outage besides 'at', got none",
     ),
     "event with two kinds": (
         base(events=[{"at": 1, "crash": "broker-1", "leave": "broker-2"}]),
         "events[0]",
         "needs exactly one of demand, crash, restart, join, leave, quota, channel, clock_skew, registry_outage, "
-        "forge besides 'at', got crash, leave",
+        "forge, stall, redis_outage besides 'at', got crash, leave",
     ),
     "unknown event kind": (
         base(events=[{"at": 1, "explode": "broker-1"}]),
         "events[0].explode",
         "unknown key (allowed: at, demand, crash, restart, join, leave, quota, channel, clock_skew, registry_outage, "
-        "forge)",
+        "forge, stall, redis_outage)",
     ),
     "event naming an unknown broker": (
         base(events=[{"at": 1, "crash": "broker-9"}]),

@@ -139,7 +139,9 @@ class LogicalBroker:
         """The registry answered: it holds this broker's serving as of the last publish phase, and the roster's
         changes go to the node."""
         self.registered = self.node.serving.copy()
-        self.node.update_roster(roster.group_ids, roster.brokers, roster.serving, self.broker_names)
+        self.node.update_roster(
+            roster.group_ids, roster.brokers, roster.serving, self.broker_names, roster.acknowledged
+        )
 
     def allocate_phase(
         self,
@@ -309,7 +311,7 @@ class BrokerHost:
         logical = self.brokers[broker] = LogicalBroker(self.plan.brokers[broker], self.plan, state, quota, limited)
         logical.node.set_registry_reachable(self.registry_reachable)
         if roster is not None:
-            logical.node.update_roster(roster.group_ids, roster.brokers, roster.serving, logical.broker_names)
+            logical.node.update_roster(roster.group_ids, roster.brokers, roster.serving, logical.broker_names, False)
 
     def stop(self, broker: str) -> None:
         """A crash: the broker's state is gone, nobody is told."""

@@ -304,9 +304,9 @@ class Cluster:
         if self.membership is None or not self.registry_reachable:
             return None
         changes = [(p.broker, p.incarnation, *p.serving) for p in published if p.broker in self.up]
-        calls = [self.backend.call(self.membership, "serve_all", changes)]
-        calls.append(self.backend.call(self.membership, "roster_since", self.roster_cursor))
-        _, (roster, self.roster_cursor) = self.backend.gather(calls)
+        [(roster, self.roster_cursor)] = self.backend.gather(
+            [self.backend.call(self.membership, "serve_all", changes, self.roster_cursor)]
+        )
         return roster
 
     def collect_dead(self, calls: list[object]) -> list[Ended]:

@@ -9,14 +9,16 @@ through `announcements(since)`. Time is passed in: run seconds.
 The roster says which live broker serves which group, as Pulsar's metadata store says which broker owns a
 bundle: a broker tells the registry when it starts or stops serving a group (`serve`), a session's end removes
 every group it served, and brokers read the changes in order through a cursor (`roster_since`; cursor 0 gives
-the current roster). While the registry is unreachable (an outage) its sessions do not age: `resume` restarts
+the current roster). The registry knows how far each broker has read, so it can tell a broker whether every live
+broker has read its latest change (`Roster.acknowledged`): a newcomer takes room only once everyone knows it is
+there. While the registry is unreachable (an outage) its sessions do not age: `resume` restarts
 their clocks when it answers again, as a ZooKeeper ensemble does after it regains its quorum.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -47,6 +49,7 @@ class Roster:
     group_ids: np.ndarray  # int64
     brokers: np.ndarray  # int32
     serving: np.ndarray  # bool
+    acknowledged: bool = True  # every live broker has read the reader's own latest change
 
     @classmethod
     def empty(cls) -> Roster:
@@ -83,6 +86,8 @@ class Membership:
         self._code = {broker: code for code, broker in enumerate(brokers)}
         self._roster: list[Roster] = []  # every change, in chunks
         self._roster_length = 0
+        self._read: dict[str, int] = {}  # broker -> how far into the roster it has read
+        self._changed_at: dict[str, int] = {}  # broker -> the roster's length after its latest change
 
     def __repr__(self) -> str:
         return f"Membership(alive={self.alive()}, announced={len(self._log)}, timeout={self.session_timeout_s} s)"
@@ -162,7 +167,7 @@ class Membership:
         pass next time), and the incarnations issued (`issued`: what the broker checks reports against)."""
         self.heartbeat(broker, incarnation, now_s)
         self.serve(broker, incarnation, *serving)
-        return (*self.announcements(since), self.issued(), *self.roster_since(roster_since))
+        return (*self.announcements(since), self.issued(), *self.roster_since(roster_since, reader=broker))
 
     def resume(self, now_s: float) -> None:
         """The registry answers again after an outage: the live sessions' clocks restart now (a broker could not
@@ -181,15 +186,29 @@ class Membership:
             group_ids = np.concatenate([np.asarray(started, np.int64), np.asarray(stopped, np.int64)])
             serving = np.r_[np.ones(len(started), bool), np.zeros(len(stopped), bool)]
             self._append(Roster(group_ids, np.full(len(group_ids), self._code[broker], np.int32), serving))
+            self._changed_at[broker] = self._roster_length
 
-    def serve_all(self, changes: Sequence[tuple[str, int, np.ndarray, np.ndarray]]) -> None:
-        """A lockstep round's `serve` calls in one."""
+    def serve_all(self, changes: Sequence[tuple[str, int, np.ndarray, np.ndarray]], since: int) -> tuple[Roster, int]:
+        """A lockstep round in one call: every broker's `serve`, then the roster's changes after `since`, which
+        the driver hands to every live broker in the same phase (so every live broker has read them)."""
         for change in changes:
             self.serve(*change)
+        for broker in self.alive():
+            self._read[broker] = self._roster_length
+        return self.roster_since(since)
 
-    def roster_since(self, since: int) -> tuple[Roster, int]:
+    def roster_since(self, since: int, reader: str | None = None) -> tuple[Roster, int]:
         """The roster's changes after cursor `since` and the cursor to pass next time; cursor 0 gives the current
-        roster (the listings in force) rather than its whole history."""
+        roster (the listings in force) rather than its whole history. A `reader` is noted as having read it all,
+        and told whether every live broker has read its own latest change (`acknowledged`)."""
+        changes, length = self._changes_since(since)
+        if reader is None:
+            return changes, length
+        self._read[reader] = length
+        unread = min((self._read.get(broker, 0) for broker in self.alive()), default=length)
+        return replace(changes, acknowledged=unread >= self._changed_at.get(reader, 0)), length
+
+    def _changes_since(self, since: int) -> tuple[Roster, int]:
         if not 0 <= since <= self._roster_length:
             raise ValueError(f"roster cursor {since!r} out of range [0, {self._roster_length}]")
         if since == 0:

@@ -109,6 +109,7 @@ class BrokerNode:
         self.pool = self.ramps.capped(self.quota)  # [G, D] what the policy splits
         self.fallback = Fallback(settings.fallback, n_groups, n_dimensions)
         self._heard = np.zeros(n_groups, dtype=bool)  # a report of another broker refreshed the group's view
+        self.roster_acknowledged = False  # every live broker has read the groups this one started serving
         self._registry_reachable = True
 
     def __repr__(self) -> str:
@@ -177,11 +178,18 @@ class BrokerNode:
         return Inbox(accepted=int(accepted.sum()), rejected=n_rejected, discarded=len(batch) - int(accepted.sum()))
 
     def update_roster(
-        self, group_ids: np.ndarray, brokers: np.ndarray, serving: np.ndarray, names: Sequence[str]
+        self,
+        group_ids: np.ndarray,
+        brokers: np.ndarray,
+        serving: np.ndarray,
+        names: Sequence[str],
+        acknowledged: bool = True,
     ) -> None:
         """The membership registry's changes to who serves which group, in order (`UsageTable.update_roster`:
-        broker `names[brokers[i]]` serves group `group_ids[i]` if `serving[i]`); the groups where a peer newly
+        broker `names[brokers[i]]` serves group `group_ids[i]` if `serving[i]`); `acknowledged`: every live broker
+        has read this broker's own latest change (the groups it started serving). The groups where a peer newly
         serves are answered in the next report."""
+        self.roster_acknowledged = acknowledged
         listed_before = self.table.listed[:, : self.table.n_slots].sum(axis=1)
         self.table.update_roster(group_ids, brokers, serving, names)
         self.hooks.heard_newcomers(
@@ -208,6 +216,7 @@ class BrokerNode:
         self.pool = self.ramps.capped(self.quota)
         limit_before = self.limit.copy()
         new_limit = self.hooks.allocate(self.pool, self._view(), self.limit, self.serving)
+        self.roster_acknowledged = False  # news of this round only: a registry that stops answering acknowledges none
         self.limit = np.where(self.serving[:, None], self._floored(new_limit), self.limit)
         heard = self._heard & self._registry_reachable
         limit = self.fallback.step(heard, self._brokers_in_view(), limit_before, self.limit, self.pool, MIN_LIMIT)
@@ -268,6 +277,7 @@ class BrokerNode:
             listed=table.listed[rows, :n_slots],
             silent=silent & present,
             has_roster=table.has_roster,
+            acknowledged=self.roster_acknowledged,
         )
 
     def _brokers_in_view(self) -> np.ndarray:

@@ -34,8 +34,9 @@ class PeerView:
 
     `demand` is None unless every present entry carries one (a view a policy can split by demand).
     `listed` says where the membership registry lists the slot's broker as serving the group (all False in a
-    run without a registry: `has_roster`), heard or not; `silent` marks present entries of others not refreshed
-    for a forced-report cycle (`force_every` intervals) at the last cleanup.
+    run without a registry: `has_roster`), heard or not; `acknowledged` that every live broker has read the
+    registry's listing of the groups this broker started serving; `silent` marks present entries of others not
+    refreshed for a forced-report cycle (`force_every` intervals) at the last cleanup.
     """
 
     usage: np.ndarray  # [G, K, D] per second
@@ -44,6 +45,7 @@ class PeerView:
     listed: np.ndarray  # [G, K]
     silent: np.ndarray  # [G, K]
     has_roster: bool
+    acknowledged: bool = False
 
     @property
     def others_present(self) -> np.ndarray:

@@ -284,8 +284,8 @@ def test_a_broker_that_hears_or_sees_listed_a_newcomer_answers_in_its_next_repor
         a.allocate()
         return outbox
 
-    # new; listening at the floor; its usage moved (1 -> 30); settled
-    assert [bool(report(round_index).payloads) for round_index in range(5)] == [True, False, True, False, False]
+    # new; still at its start limit (listening); its usage moved (1 -> 30); settled
+    assert [bool(report(round_index).payloads) for round_index in range(5)] == [True, True, True, False, False]
     newcomer = node("n", [100.0], policy=SAFE)
     a.receive(
         payloads(newcomer.build_reports(newcomer.admit(np.array([30.0]), np.array([100.0]), T0 + 4), T0 + 4)), T0 + 4

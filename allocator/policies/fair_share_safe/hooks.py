@@ -14,9 +14,10 @@ HELD_TOLERANCE = 0.05  # a limit under 95% of the broker's fair share is held be
 
 
 class SafeHooks(Hooks):
-    """The per-group state of one broker: allocations since it started serving each group (a newcomer
-    listens), whether a newcomer was heard or listed (answer it), whether the last allocation held the limit
-    below the fair share (report every round), and what each peer is known to hold (`PeerMemory`)."""
+    """The per-group state of one broker: allocations since it started serving each group, the groups it started
+    serving that the registry has not yet said every broker knows (a newcomer listens meanwhile), whether a
+    newcomer was heard or listed (answer it), whether the last allocation held the limit below the fair share
+    (report every round), and what each peer is known to hold (`PeerMemory`)."""
 
     keeps_listed_peers = True  # a live peer the registry lists keeps its entry, however long its reports are lost
     claims_estimated_demand = True  # every report carries the demand its limiter tells
@@ -24,6 +25,8 @@ class SafeHooks(Hooks):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
         self.rounds_served = np.zeros(self.n_groups, dtype=np.int64)
+        self.unacknowledged = np.zeros(self.n_groups, dtype=bool)
+        self.listening = np.zeros(self.n_groups, dtype=bool)
         self.newcomer = np.zeros(self.n_groups, dtype=bool)
         self.held = np.zeros(self.n_groups, dtype=bool)
         self.memory = PeerMemory(self.n_groups, self.n_dimensions)
@@ -42,7 +45,7 @@ class SafeHooks(Hooks):
         self, suppressor: ReportSuppressor, watched: np.ndarray, serving: np.ndarray, loss: float
     ) -> Selection:
         copies = reporting.copies_needed(loss, self.bound.settings.lost_change_odds, self.force_every)
-        every_round = self.newcomer | start.listening(self.rounds_served) | self.held
+        every_round = self.newcomer | self.listening | self.held
         self.newcomer[:] = False
         return reporting.select_reports(suppressor, watched, serving, copies, every_round)
 
@@ -67,8 +70,9 @@ class SafeHooks(Hooks):
             )
             new_limit[:, d] = self.rule(pool[:, d], limit[:, d], counted, wants, present)
             held |= new_limit[:, d] < (1.0 - HELD_TOLERANCE) * fair_share[:, OWN]
-        listening = start.listening(self.rounds_served)[:, None]
-        new_limit = np.where(listening, np.minimum(new_limit, limit), new_limit)
+        self.unacknowledged = (self.unacknowledged | (self.rounds_served == 0)) & serving & (not view.acknowledged)
+        self.listening = start.listening(self.unacknowledged, self.rounds_served, view.has_roster) & serving
+        new_limit = np.where(self.listening[:, None], np.minimum(new_limit, limit), new_limit)
         self.held = held & serving
         self.rounds_served = np.where(serving, self.rounds_served + 1, 0)
         return new_limit

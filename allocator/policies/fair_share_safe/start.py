@@ -1,5 +1,5 @@
 """Where fair-share-safe's limit starts, and how long it stays there: a broker new to a group takes only the
-room it knows is free, until the others can know it is there."""
+room it knows is free, until the others know it is there."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 
 from allocator.policies.hooks import OWN, PeerView
 
-LISTEN_ALLOCATIONS = 1  # allocations a newcomer keeps its start limit: the others learn it is there meanwhile
+LISTEN_ALLOCATIONS = 1  # without a registry, allocations a newcomer keeps its start limit (peers hear it meanwhile)
 
 
 def start_limit(pool: np.ndarray, view: PeerView) -> np.ndarray:
@@ -25,8 +25,9 @@ def start_limit(pool: np.ndarray, view: PeerView) -> np.ndarray:
     return np.where(np.isinf(pool), np.inf, np.where(unknown_room[:, None], 0.0, start))
 
 
-def listening(rounds_served: np.ndarray) -> np.ndarray:
-    """bool[G]: the groups whose newcomer still listens (its first `LISTEN_ALLOCATIONS` allocations). The
-    registry lists a newcomer the round it starts serving, and every peer makes room for a listed peer at its
-    next allocation: by then a peer that allocates on its own timer (realtime) has done so once."""
-    return rounds_served < LISTEN_ALLOCATIONS
+def listening(unacknowledged: np.ndarray, rounds_served: np.ndarray, has_roster: bool) -> np.ndarray:
+    """bool[G]: the groups whose newcomer keeps its start limit. With a registry, until it says every live broker
+    has read that this broker serves the group (each then makes room for it at its next allocation: in lockstep
+    the same round, on timers within an interval, later for a broker that lags); without one, for its first
+    `LISTEN_ALLOCATIONS` allocations."""
+    return unacknowledged if has_roster else rounds_served < LISTEN_ALLOCATIONS

@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import yaml
 from tqdm import tqdm
 
 from actors.backends import make_backend
@@ -22,7 +21,8 @@ from actors.telemetry import TelemetryWriter
 from experiments.errors import UserError
 from experiments.final_table import final_table
 from experiments.plan import build_plan
-from experiments.scenario import load_scenario
+from experiments.scenario import load_scenario, parse_override
+from experiments.scenario.keys import shared_key_warning
 from experiments.scenario.spec import Scenario
 
 if TYPE_CHECKING:
@@ -72,6 +72,8 @@ def run_scenario(
     if metrics is not None and scenario.mode != "realtime":
         raise UserError("--metrics-port: serves realtime runs only (add --mode realtime)")
     plan = build_plan(scenario)
+    if warning := shared_key_warning(scenario):
+        print(f"warning: {warning}", file=sys.stderr)
     if plan.consensus is not None and plan.consensus.store == "redis":
         _check_redis(plan.consensus.url)
     backend = make_backend(scenario.backend, address)
@@ -168,7 +170,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         action="append",
         default=[],
-        type=_override,
         help="override any scenario key, dotted, the value read as YAML (repeatable): --set channel.routing=interest",
     )
     parser.add_argument(
@@ -196,20 +197,10 @@ def _port(text: str) -> int:
     return int(text)
 
 
-def _override(text: str) -> tuple[str, object]:
-    """`KEY=VALUE` from the command line: the value is read as YAML (`0.3`, `true`, `[a, b]`, `interest`)."""
-    key, equals, value = text.partition("=")
-    if not equals or not key:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE, e.g. channel.loss=0.3")
-    try:
-        return key, yaml.safe_load(value)
-    except yaml.YAMLError:
-        raise argparse.ArgumentTypeError(f"{text!r}: the value is not valid YAML") from None
-
-
 def _handle(args: argparse.Namespace) -> int:
     options = {key: getattr(args, key) for key in ("backend", "mode", "seed", "rounds")}
-    overrides = dict(args.set) | {key: value for key, value in options.items() if value is not None}
+    overrides = dict(map(parse_override, args.set))  # the values read as YAML, as strictly as a file
+    overrides |= {key: value for key, value in options.items() if value is not None}
     scenario = load_scenario(args.scenario, overrides)
     if args.address and scenario.backend != "ray":
         scenario = dataclasses.replace(scenario, backend="ray")

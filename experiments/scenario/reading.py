@@ -193,7 +193,7 @@ def _top_level(data: Any, source: str) -> dict[str, Any]:
     if data is None:
         raise ScenarioError(source, "", "the scenario is empty")
     if not isinstance(data, dict):
-        raise ScenarioError(source, "", f"a scenario must be a mapping of keys, got {checks.show(data)}")
+        raise ScenarioError(source, "", f"a scenario must be a mapping of keys, got {checks.kind_of(data)}")
     return data
 
 

@@ -97,7 +97,13 @@ BAD = {
     "tab indentation": Bad("name: t\n\tseed: 1\n", "line 2, column 1", "invalid YAML"),
     "unclosed flow list": Bad("name: [a, b\n", "line 2, column 1", "invalid YAML"),
     "a list": Bad("- a\n- b\n", "", "a scenario must be a mapping of keys, got a list"),
-    "a bare number": Bad("42\n", "", "a scenario must be a mapping of keys, got 42"),
+    "a bare number": Bad("42\n", "", "a scenario must be a mapping of keys, got a number"),
+    "a key file named as the scenario": Bad(
+        "SECRET-123\n", "", "a scenario must be a mapping of keys, got a string", hidden="SECRET"
+    ),
+    "a hex key file named as the scenario": Bad(
+        "1234567890" * 6 + "\n", "", "a scenario must be a mapping of keys, got a number", hidden="12345"
+    ),
     "empty file": Bad("", "", "the scenario is empty"),
     "5,000-deep flow lists": Bad("name: " + "[" * 5000 + "]" * 5000 + "\n", "line 1, column", "nested too deeply"),
     "5,000-deep block lists": Bad("name:\n" + "- " * 5000 + "x\n", "line 2, column", "nested too deeply"),

@@ -8,8 +8,11 @@ Both backends take the same plain classes and the same calls, so a driver is wri
 from __future__ import annotations
 
 import os
+import subprocess
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from actors import ray_reaper
 
 CALL_TIMEOUT_S = 600.0  # a call unanswered this long stops the run as failed instead of hanging it
 
@@ -120,11 +123,21 @@ class RayBackend:
 
 def init_ray(address: str | None = None) -> None:
     """Start or join Ray. No address: a Ray job's RAY_ADDRESS, else a new local instance; never whichever
-    instance this machine happens to run (another sweep's, a test session's), which may stop under us."""
+    instance this machine happens to run (another sweep's, a test session's), which may stop under us.
+
+    A new local instance gets a reaper (`actors.ray_reaper`): however this process ends, SIGKILL included, no
+    process it started outlives it by more than a moment."""
     import ray
 
     address = address or os.environ.get("RAY_ADDRESS") or "local"
     ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    if address == "local":  # a new instance: this process's own
+        _REAPERS.append(ray_reaper.start(os.getpid()))
+
+
+# The reapers of the instances this process started, held for as long as it lives: the pipe each one reads ends
+# when this process does, which is what tells it to reap.
+_REAPERS: list[subprocess.Popen] = []
 
 
 def make_backend(name: str, address: str | None = None) -> Backend:

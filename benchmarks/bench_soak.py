@@ -16,6 +16,8 @@ With `--ray` the same run uses the `ray` backend (each broker's host an actor, t
 actors too), so the RSS measured is that of the driver and every process it started, Ray's own included
 (`gcs_server`, `raylet`, the workers, Ray's agents), summed over the process tree every sample and also kept
 per kind of process, so growth can be put at one process's door (written to `benchmarks/results/soak-ray.json`).
+The run stops after `--minutes` of wall clock even if its driver fell behind its clock (a loaded machine):
+`rounds_completed` against `rounds_planned` says how far behind.
 
 Run from the repository root: `python benchmarks/bench_soak.py [--minutes N] [--ray]` (prints the figures,
 writes `benchmarks/results/soak.json`). The machine's load average is recorded with them: under heavy load the
@@ -29,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,6 +163,21 @@ def fit_after_warmup(elapsed_s: np.ndarray, rss: np.ndarray, warmup_s: float) ->
     )
 
 
+class OutOfTimeError(Exception):
+    """The run's wall-clock time is up before its rounds are: a driver that falls behind its clock (a loaded
+    machine) would otherwise stretch a 30-minute soak to hours."""
+
+
+def stop_after(deadline: float) -> Callable[[int], None]:
+    """An `on_round` callback that stops the run once `time.monotonic()` passes `deadline`."""
+
+    def check(round_index: int) -> None:
+        if time.monotonic() > deadline:
+            raise OutOfTimeError
+
+    return check
+
+
 def soak(minutes: float, warmup_minutes: float, sample_s: float, backend: str = "local") -> dict[str, Any]:
     """Run the soak scenario for `minutes`, sampling RSS; the samples, the fit and the timers' lag. With the
     `ray` backend the RSS is the whole process tree's, and each sample keeps it per kind of process."""
@@ -187,10 +205,12 @@ def soak(minutes: float, warmup_minutes: float, sample_s: float, backend: str = 
         names = {"broker": [b.name for b in plan.brokers], "group": plan.group_names, "dimension": plan.dimensions}
         writer = TelemetryWriter(directory, "soak", {"scenario_name": plan.name}, names)
         sampler.start()
-        status = "failed"
+        status, lag = "failed", {}
         try:
-            lag = run_realtime(plan, make_backend(backend), writer)
+            lag = run_realtime(plan, make_backend(backend), writer, on_round=stop_after(start + minutes * 60))
             status = "complete"
+        except OutOfTimeError:
+            status = "interrupted"
         finally:
             done.set()
             sampler.join()
@@ -209,7 +229,8 @@ def soak(minutes: float, warmup_minutes: float, sample_s: float, backend: str = 
         "interval_s": plan.interval_s,
         "minutes": minutes,
         "warmup_minutes": warmup_minutes,
-        "rounds_completed": rounds_completed,
+        "rounds_planned": plan.rounds,
+        "rounds_completed": rounds_completed,  # fewer: the driver fell behind its clock, and stopped on time
         "ticks": lag.get("ticks", 0),
         "lag_p50_ms": lag.get("p50_s", float("nan")) * 1e3,
         "lag_p99_ms": lag.get("p99_s", float("nan")) * 1e3,
@@ -273,7 +294,8 @@ def summary(result: dict[str, Any]) -> str:
     return (
         f"{result['brokers']} brokers, {result['groups']} groups, interval {result['interval_s']:g} s, realtime,"
         f" {result.get('backend', 'local')} backend,"
-        f" {result['minutes']:g} min ({result['rounds_completed']} rounds, {result['ticks']} ticks,"
+        f" {result['minutes']:g} min ({result['rounds_completed']} of {result.get('rounds_planned', '?')} rounds,"
+        f" {result['ticks']} ticks,"
         f" lag p50 {result['lag_p50_ms']:.1f} ms, p99 {result['lag_p99_ms']:.1f} ms)\n"
         f"RSS after {result['warmup_minutes']:g} min warm-up {result['rss_at_warmup_mb']:.1f} MB ->"
         f" {result['rss_at_end_mb']:.1f} MB at the end: {result['growth_pct']:+.2f}%"

@@ -70,7 +70,12 @@ class LocalBackend:
 
 class RayBackend:
     """Actors need no CPU of their own (they mostly wait), so a dozen fit on two cores; SPREAD places
-    them over the nodes of a cluster."""
+    them over the nodes of a cluster.
+
+    Their calls record no task events: a realtime run makes hundreds of calls a second (each broker's tick
+    publishes, fetches and heartbeats), and the GCS kept an event record of each, up to its cap of tasks,
+    growing by hundreds of MB (`benchmarks/bench_soak.py --ray`); quotalab reads none of them (they feed
+    Ray's dashboard and state API, which it does not start)."""
 
     name = "ray"
 
@@ -82,7 +87,7 @@ class RayBackend:
             init_ray(address)
 
     def create(self, cls: type, *args: Any) -> Any:
-        actor_class = self._ray.remote(cls).options(num_cpus=0, scheduling_strategy="SPREAD")
+        actor_class = self._ray.remote(cls).options(num_cpus=0, scheduling_strategy="SPREAD", enable_task_events=False)
         return actor_class.remote(*args)
 
     def call(self, handle: Any, method: str, *args: Any, **kwargs: Any) -> Any:

@@ -2,8 +2,9 @@
 
 Reads `benchmarks/results/`: `trust-before.json` and `trust.json` (`bench_trust.py` on commit 915f03d and on
 this code), `ray_cleanup-before.json` and `ray_cleanup.json` (`bench_ray_cleanup.py`), `soak-ray-before.json`
-and `soak-ray.json` (`bench_soak.py --ray`), and writes the table between the two `trust-table` markers of
-docs/trust.md. Run from the repository root: `python benchmarks/trust_table.py`.
+and `soak-ray-6min.json` (`bench_soak.py --ray` for 6 minutes, the two at the same time) and `soak-ray.json`
+(30 minutes); writes the table between docs/trust.md's two `trust-table` markers. Run from the repository root:
+`python benchmarks/trust_table.py`.
 """
 
 from __future__ import annotations
@@ -112,9 +113,17 @@ def table() -> str:
         ),
         (
             6,
-            "a Ray realtime run, 16 brokers x 64 groups at 0.1 s: RSS of every process after a 5-minute warm-up",
-            "`python benchmarks/bench_soak.py --ray`",
+            "a Ray realtime run, 16 brokers x 64 groups at 0.1 s, 6 minutes (1-minute warm-up): 915f03d and this"
+            " code side by side, at the same time",
+            "`python benchmarks/bench_soak.py --ray --minutes 6 --warmup-minutes 1`",
             soak_cell(load("soak-ray-before")),
+            soak_cell(load("soak-ray-6min")),
+        ),
+        (
+            6,
+            "the same run for 30 minutes (5-minute warm-up)",
+            "`python benchmarks/bench_soak.py --ray`",
+            "-",
             soak_cell(load("soak-ray")),
         ),
         (

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +17,11 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from actors.telemetry import SCHEMAS
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the benchmarks import `common`
+
+import bench_trust  # noqa: E402
+
+from actors.telemetry import SCHEMAS  # noqa: E402
 from experiments.cli import main
 from experiments.report.load import read_manifests
 from experiments.run import run_scenario
@@ -685,37 +690,22 @@ def test_report_on_a_damaged_parquet_part(tmp_path, capsys, no_spark, tiny_run, 
     assert line.startswith(f"quotalab report: {part}: not a readable Parquet file ("), line
 
 
-def corrupt_pages(data: bytes, part: Path) -> bytes:
-    """`data` (the bytes of `part`) with the second half of every column chunk's pages inverted, the footer
-    intact: the file opens, its pages do not decode to what was written."""
-    damaged = bytearray(data)
-    metadata = pq.read_metadata(part)
-    for index in range(metadata.row_group(0).num_columns):
-        chunk = metadata.row_group(0).column(index)
-        start = chunk.dictionary_page_offset or chunk.data_page_offset
-        end = start + chunk.total_compressed_size
-        for position in range((chunk.data_page_offset + end) // 2, end):
-            damaged[position] ^= 0xFF
-    return bytes(damaged)
-
-
 def test_report_on_corrupted_data_pages(tmp_path, capsys, no_spark, tiny_run):
     run_dir = shutil.copytree(tiny_run, tmp_path / "run")
     part = sorted((run_dir / "rounds").glob("*.parquet"))[0]
-    part.write_bytes(corrupt_pages(part.read_bytes(), part))
+    bench_trust.corrupt_pages(part)
     pq.read_metadata(part)  # the footer still reads
     line = refusal(capsys, ["report", str(run_dir)])
     assert line.startswith(f"quotalab report: {part}: damaged Parquet data ("), line
 
 
-@pytest.mark.parametrize(("column", "stored"), [("round", pa.string()), ("usage", pa.string()), ("broker", pa.int64())])
+@pytest.mark.parametrize(
+    ("column", "stored"), [("round", pa.string()), ("usage", pa.string()), ("round", pa.float64())]
+)
 def test_report_on_a_column_stored_as_another_type(tmp_path, capsys, no_spark, tiny_run, column, stored):
     run_dir = shutil.copytree(tiny_run, tmp_path / "run")
     part = sorted((run_dir / "rounds").glob("*.parquet"))[-1]
-    table = pq.read_table(part)
-    index = table.schema.get_field_index(column)
-    values = table.column(column).cast(stored) if column != "broker" else pa.array(range(table.num_rows), stored)
-    pq.write_table(table.set_column(index, column, values), part)
+    bench_trust.store_as(part, column, stored)
     line = refusal(capsys, ["report", str(run_dir)])
     wanted = SCHEMAS["rounds"].field(column).type
     assert line == f"quotalab report: {part}: column {column} is stored as {stored}, not {wanted}"
@@ -725,9 +715,7 @@ def test_report_on_a_column_stored_wider_still_reads(tmp_path, tiny_run):
     """An int64 `round` is the same numbers: load.py casts it; the preflight lets it through."""
     run_dir = shutil.copytree(tiny_run, tmp_path / "run")
     for part in (run_dir / "rounds").glob("*.parquet"):
-        table = pq.read_table(part)
-        index = table.schema.get_field_index("round")
-        pq.write_table(table.set_column(index, "round", table.column("round").cast(pa.int64())), part)
+        bench_trust.store_as(part, "round", pa.int64())
     assert set(read_manifests([run_dir])) == {json.loads((run_dir / "manifest.json").read_text())["run_id"]}
 
 
@@ -735,9 +723,7 @@ def test_report_on_parts_storing_a_column_two_ways(tmp_path, capsys, no_spark, t
     """Either part alone reads, but Spark scans them as one: int64 in one part and int32 in the other fail it."""
     run_dir = shutil.copytree(tiny_run, tmp_path / "run")
     first, last = sorted((run_dir / "rounds").glob("*.parquet"))
-    table = pq.read_table(last)
-    index = table.schema.get_field_index("round")
-    pq.write_table(table.set_column(index, "round", table.column("round").cast(pa.int64())), last)
+    bench_trust.store_as(last, "round", pa.int64())
     line = refusal(capsys, ["report", str(run_dir)])
     assert line == f"quotalab report: {last}: column round is stored as int64, but as int32 in {first}"
 

@@ -131,13 +131,13 @@ def init_ray(address: str | None = None) -> None:
     instance this machine happens to run (another sweep's, a test session's), which may stop under us.
 
     A new local instance gets a reaper (`actors.ray_reaper`): however this process ends, SIGKILL included, no
-    process it started outlives it by more than a moment."""
+    process of the instance outlives it by more than a moment."""
     import ray
 
     address = address or os.environ.get("RAY_ADDRESS") or "local"
-    ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    context = ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
     if address == "local":  # a new instance: this process's own
-        _REAPERS.append(ray_reaper.start(os.getpid()))
+        _REAPERS.append(ray_reaper.start(context.address_info["session_dir"]))
 
 
 # The reapers of the instances this process started, held for as long as it lives: the pipe each one reads ends

@@ -6,13 +6,12 @@ an answer (`ray._private.utils.publish_error_to_driver`'s timeout: not a setting
 stuck in its exit was once seen alive 40 minutes after its instance ended.
 
 So `init_ray` (actors/backends.py) starts a reaper next to a new local instance. The reaper reads a pipe whose
-other end the driver holds: the read ends when the driver does, however it ends. Meanwhile, every
-`REFRESH_S`, it notes the driver's process tree (Ray's processes are its children, their workers and agents the
-raylet's), each process with its start time; once the driver has ended it SIGKILLs every process of the last
-tree that still runs with the same start time (a PID reused since is another process), then exits. After a clean
-`ray.shutdown` nothing is left to kill. It runs in a session of its own, so a Ctrl-C to the terminal does not
-stop it before the driver. Ray's own environment marks cannot tell its processes apart: the agents overwrite
-their environment with their process titles.
+other end the driver holds: the read ends when the driver does, however it ends. Then it SIGKILLs every process
+that holds a file open in the instance's session directory (`/tmp/ray/session_...`: each of Ray's processes
+keeps its logs or its sockets there, orphaned or not), and exits; after a clean `ray.shutdown` nothing is left.
+It runs in a session of its own, so a Ctrl-C to the terminal does not stop it before the driver. What else
+could tell Ray's processes apart does not: the agents and workers overwrite their command line and
+environment with their process titles, and the agents' parent, the raylet, is gone by then.
 
 A driver that joins an existing cluster (`--address`) starts no reaper: those processes are not its own.
 """
@@ -20,18 +19,16 @@ A driver that joins an existing cluster (`--address`) starts no reaper: those pr
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import sys
 
-REFRESH_S = 1.0  # a process started less than this before the driver died is not in the tree (workers exit anyway)
 
-
-def start(driver: int) -> subprocess.Popen:
-    """Start the reaper of `driver`'s processes; keep the returned process alive (its stdin is the pipe)."""
+def start(session_dir: str) -> subprocess.Popen:
+    """Start the reaper of the instance whose session directory is `session_dir`; keep the returned process
+    alive as long as the driver (its stdin is the pipe)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "actors.ray_reaper", str(driver)],
+        [sys.executable, "-m", "actors.ray_reaper", session_dir],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -39,32 +36,31 @@ def start(driver: int) -> subprocess.Popen:
     )
 
 
-def process_tree(root: int) -> dict[int, int]:
-    """The processes below `root` (not `root` itself) as PID -> start time (clock ticks since boot)."""
-    children: dict[int, list[int]] = {}
-    started: dict[int, int] = {}
+def session_processes(session_dir: str) -> list[int]:
+    """The processes (but this one) holding a file open under `session_dir`."""
+    prefix = os.path.join(os.path.realpath(session_dir), "")
+    found = []
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            fields = _stat_fields(int(entry))
-            if fields is not None:
-                children.setdefault(int(fields[1]), []).append(int(entry))
-                started[int(entry)] = int(fields[19])
-    tree: dict[int, int] = {}
-    below = list(children.get(root, []))
-    while below:
-        pid = below.pop()
-        tree[pid] = started[pid]
-        below += children.get(pid, [])
-    return tree
-
-
-def reap(tree: dict[int, int]) -> list[int]:
-    """SIGKILL each process of `tree` that still runs with its start time; the PIDs signalled."""
-    killed = []
-    for pid, start_time in tree.items():
-        fields = _stat_fields(pid)
-        if fields is None or int(fields[19]) != start_time or pid == os.getpid():
+        if not entry.isdigit() or int(entry) == os.getpid():
             continue
+        try:
+            descriptors = os.listdir(f"/proc/{entry}/fd")
+        except OSError:  # gone, or not ours to read
+            continue
+        for descriptor in descriptors:
+            try:
+                if os.readlink(f"/proc/{entry}/fd/{descriptor}").startswith(prefix):
+                    found.append(int(entry))
+                    break
+            except OSError:
+                continue
+    return found
+
+
+def reap(session_dir: str) -> list[int]:
+    """SIGKILL every process holding a file open under `session_dir`; the PIDs signalled."""
+    killed = []
+    for pid in session_processes(session_dir):
         try:
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
@@ -73,26 +69,11 @@ def reap(tree: dict[int, int]) -> list[int]:
     return killed
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    """/proc/PID/stat's fields after the command's name (state, ppid, ...; start time at index 19), or None."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def main(driver: int) -> None:
+def main(session_dir: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    tree: dict[int, int] = {}
-    pipe = sys.stdin.buffer.raw
-    while True:
-        tree = process_tree(driver) or tree
-        readable, _, _ = select.select([pipe], [], [], REFRESH_S)
-        if readable and not pipe.read(4096):  # end of file: the driver, the only writer, has ended
-            reap(tree)
-            return
+    sys.stdin.buffer.read()  # returns once the driver, the only writer, has ended
+    reap(session_dir)
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(sys.argv[1])

@@ -39,7 +39,6 @@ import numpy as np
 from common import command_line, environment, load_since, loadavg_1m, results_path, save_results
 
 from actors.backends import make_backend
-from actors.ray_reaper import process_tree
 from actors.realtime import run_realtime
 from actors.telemetry import TelemetryWriter
 from experiments.plan import build_plan
@@ -108,7 +107,22 @@ def process_kind(pid: int) -> str:
 def descendants(root: int) -> list[int]:
     """`root` and every process below it (Ray's processes are children of the driver that started them, its
     workers children of the raylet)."""
-    return [root, *process_tree(root)]
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo += children.get(pid, [])
+    return tree
 
 
 def tree_rss_by_kind(root: int) -> dict[str, int]:

@@ -43,7 +43,7 @@ def outcome(case: dict[str, Any]) -> str:
     if case["warnings"]:
         said.append(f"warns once: `{_cell(case['warnings'][0])[:90]}...`")
     if case["exit"] == 0 and not said:
-        said.append("accepted, runs")
+        said.append("accepted without a word")
     elif not case["traceback"] and case["stderr_lines"] == 1 and case["exit"] != 0:
         said.append(f"one line: `{_cell(case['first_line'])}`")
     elif case["stderr_lines"] > 1 and case["exit"] != 0:
@@ -89,13 +89,16 @@ def soak_cell(result: dict[str, Any] | None) -> str:
     if result is None:
         return "-"
     by_process = result.get("growth_by_process", {})
-    gcs = by_process.get("gcs_server", {})
+    growth = "; ".join(
+        f"{kind} {fit['rss_at_warmup_mb']:.0f} -> {fit['rss_at_end_mb']:.0f} MB"
+        f" ({fit['slope_kb_per_min'] / 1024:+.2f} MB/min)"
+        for kind, fit in list(by_process.items())[:3]  # the largest slopes first
+    )
     return (
         f"{result['minutes']:g} min, {result['rounds_completed']} of {result['rounds_planned']} rounds"
         f" (load {result['loadavg_1m']['before']:.0f} -> {result['loadavg_1m']['after']:.0f}): all processes"
         f" {result['rss_at_warmup_mb']:.0f} -> {result['rss_at_end_mb']:.0f} MB"
-        f" ({result['slope_kb_per_min'] / 1024:+.1f} MB/min); gcs_server {gcs.get('rss_at_warmup_mb', '?')} ->"
-        f" {gcs.get('rss_at_end_mb', '?')} MB ({gcs.get('slope_kb_per_min', 0) / 1024:+.2f} MB/min)"
+        f" ({result['slope_kb_per_min'] / 1024:+.1f} MB/min); fastest growing: {growth}"
     )
 
 

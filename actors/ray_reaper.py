@@ -3,15 +3,15 @@
 Ray ties `gcs_server` and the raylet to the driver (the kernel kills them with it), but its agents
 (DashboardAgent, RuntimeEnvAgent) see their raylet die, then try to tell the dead GCS about it and wait 60 s for
 an answer (`ray._private.utils.publish_error_to_driver`'s timeout: not a setting) before they exit; and a worker
-stuck in its exit was once seen alive 40 minutes after its instance ended.
+stuck in its exit was once seen alive long after its instance had ended.
 
 So `init_ray` (actors/backends.py) starts a reaper next to a new local instance. The reaper reads a pipe whose
 other end the driver holds: the read ends when the driver does, however it ends. Then it SIGKILLs every process
 that holds a file open in the instance's session directory (`/tmp/ray/session_...`: each of Ray's processes
 keeps its logs or its sockets there, orphaned or not), and exits; after a clean `ray.shutdown` nothing is left.
 It runs in a session of its own, so a Ctrl-C to the terminal does not stop it before the driver. What else
-could tell Ray's processes apart does not: the agents and workers overwrite their command line and
-environment with their process titles, and the agents' parent, the raylet, is gone by then.
+could tell Ray's processes apart does not: the agents overwrite their command line and environment with their
+process titles, and their parent, the raylet, is gone by then.
 
 A driver that joins an existing cluster (`--address`) starts no reaper: those processes are not its own.
 """

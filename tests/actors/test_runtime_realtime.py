@@ -47,7 +47,7 @@ def check_realtime_run(run_dir: Path, rounds_expected: int, brokers: list[str]) 
     assert len(keys) == len(set(keys))
     for broker in brokers:
         ticks = set(rounds[rounds.broker == broker]["round"])
-        assert ticks == set(range(len(ticks))) and len(ticks) <= rounds_expected, (broker, sorted(ticks))
+        assert ticks and ticks == set(range(len(ticks))) and len(ticks) <= rounds_expected, (broker, sorted(ticks))
     lag = manifest["realtime_lag"]
     assert lag["ticks"] == rounds.groupby(["round", "broker"]).ngroups
     assert lag["interval_s"] == manifest["scenario"]["interval_s"]

@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_soak import descendants, process_kind
-from common import ROOT, command_line, environment, load_since, loadavg_1m, results_path, save_results
+from bench_soak import process_kind
+from common import ROOT, command_line, descendants, environment, load_since, loadavg_1m, results_path, save_results
 
 RESULTS = results_path("ray_cleanup")
 TARGET_S = 5.0
@@ -53,7 +53,7 @@ def one_kill(code: Path, timeout_s: float) -> dict[str, Any]:
         if driver.stdout.readline().strip() != "ready":
             raise RuntimeError("the driver did not start Ray")
         time.sleep(2.0)  # Ray's agents start a little after the first actor answers
-        processes = {pid: process_kind(pid) for pid in descendants(driver.pid) if pid != driver.pid}
+        processes = {pid: process_kind(pid) for pid in descendants(driver.pid)}
         killed_at = time.monotonic()
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait()

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from common import command_line, environment, load_since, loadavg_1m, results_path, save_results
+from common import command_line, descendants, environment, load_since, loadavg_1m, results_path, save_results
 
 from actors.backends import make_backend
 from actors.realtime import run_realtime
@@ -105,31 +105,10 @@ def process_kind(pid: int) -> str:
     return program
 
 
-def descendants(root: int) -> list[int]:
-    """`root` and every process below it (Ray's processes are children of the driver that started them, its
-    workers children of the raylet)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(parent, []).append(int(entry))
-    tree, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        tree.append(pid)
-        todo += children.get(pid, [])
-    return tree
-
-
 def tree_rss_by_kind(root: int) -> dict[str, int]:
     """RSS bytes of `root`'s process tree, summed per kind of process (`process_kind`)."""
     by_kind: dict[str, int] = {}
-    for pid in descendants(root):
+    for pid in [root, *descendants(root)]:
         kind = "driver" if pid == root else process_kind(pid)
         by_kind[kind] = by_kind.get(kind, 0) + rss_bytes(pid)
     return by_kind

@@ -110,15 +110,16 @@ def test_realtime_brokers_join_the_pool_before_their_timers_tick(tmp_path, monke
 
 def check_agreement_after(rounds: pd.DataFrame, brokers: list[str], pool_size: int) -> None:
     """Measured from events, not round numbers (a loaded machine's timers run late): each broker comes to agree
-    on `pool_size` in `rounds`, never splits by more after its first agreement, and splits the quota (90) by
-    what it agreed."""
+    on `pool_size` in `rounds` and never splits by more after its first agreement; where it agreed and that
+    many brokers serve the group, its limit is the quota (90) split that many ways."""
     for broker in brokers:
         mine = rounds[rounds.broker == broker].sort_values("round")
         agreed = mine["round"][mine.agreed_pool_size == pool_size]
         assert len(agreed) > 0, (broker, pool_sizes(rounds))
         assert (mine[mine["round"] >= agreed.min()].agreed_pool_size <= pool_size).all(), pool_sizes(rounds)
-    settled = rounds[rounds.agreed_pool_size > 0]
-    assert (settled.limit == 90.0 / settled.agreed_pool_size).all()
+    serving = rounds.groupby("round")["broker"].transform("size")
+    settled = rounds[(rounds.agreed_pool_size == pool_size) & (serving == pool_size)]
+    assert len(settled) > 0 and (settled.limit == 90.0 / pool_size).all(), settled.limit.to_dict()
 
 
 def test_realtime_on_redis_agrees_on_the_pool_size(tmp_path, redis_server):

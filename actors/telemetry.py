@@ -96,8 +96,9 @@ MESSAGES_SCHEMA = pa.schema(
         ("bytes_delivered", pa.int64()),
         ("reports_sent", pa.int32()),
         ("reports_suppressed", pa.int32()),
-        ("deliveries_dropped", pa.int32()),
+        ("deliveries_dropped", pa.int32()),  # copies lost to the injected faults (loss, partitions)
         ("reports_rejected", pa.int32()),
+        ("deliveries_lost_transport", pa.int32()),  # copies a real transport lost (sequence gaps per sender)
     ]
 )
 EVENTS_SCHEMA = pa.schema(

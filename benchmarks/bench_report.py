@@ -137,6 +137,7 @@ def _write_messages(run_dir: Path, rng: np.random.Generator) -> None:
             "reports_suppressed": rng.integers(0, GROUPS, size=n).astype(np.int32),
             "deliveries_dropped": np.zeros(n, dtype=np.int32),
             "reports_rejected": np.zeros(n, dtype=np.int32),
+            "deliveries_lost_transport": np.zeros(n, dtype=np.int32),
         }
     )
     (run_dir / "messages").mkdir()

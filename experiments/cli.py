@@ -21,6 +21,8 @@ SUBCOMMANDS = (
     "experiments.demo",
     "experiments.keys",
     "experiments.adversaries",
+    "experiments.policies_command",
+    "experiments.importing.command",
 )
 
 

@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from actors.backends import make_backend
 from actors.lockstep import run_lockstep
+from actors.plan import Plan
 from actors.telemetry import TelemetryWriter
 from experiments.errors import UserError
 from experiments.final_table import final_table
@@ -26,6 +27,8 @@ from experiments.scenario.keys import shared_key_warning
 from experiments.scenario.spec import Scenario
 
 if TYPE_CHECKING:
+    from actors.plan import Plan
+    from experiments.importing.capture import CaptureWriter
     from experiments.live_metrics import MetricsServer
 
 
@@ -62,20 +65,25 @@ def run_scenario(
     address: str | None = None,
     progress: bool = True,
     metrics: MetricsAddress | None = None,
+    capture: Path | None = None,
 ) -> Path:
     """Run `scenario` into `run_dir` (created); returns it. The manifest's status tells how it ended.
 
-    With `metrics`, the run's Prometheus metrics are served at `http://HOST:PORT/metrics` while it runs."""
+    With `metrics`, the run's Prometheus metrics are served at `http://HOST:PORT/metrics` while it runs. With
+    `capture`, every report the brokers publish is written there as Pulsar's `ResourceUsageInfo` (lockstep runs:
+    `experiments.importing.capture.CaptureWriter`)."""
     run_dir = Path(run_dir)
     if (run_dir / "manifest.json").exists():
         raise UserError(f"{run_dir}: already holds a run; choose another --out")
     if metrics is not None and scenario.mode != "realtime":
         raise UserError("--metrics-port: serves realtime runs only (add --mode realtime)")
+    if capture is not None and scenario.mode != "lockstep":
+        raise UserError("--capture: records what a lockstep run's driver sees published (use --mode lockstep)")
     plan = build_plan(scenario)
     if warning := shared_key_warning(scenario):
         print(f"warning: {warning}", file=sys.stderr)
-    if plan.consensus is not None and plan.consensus.store == "redis":
-        _check_redis(plan.consensus.url)
+    for key, url in _given_redis_urls(plan):
+        _check_redis(key, url)
     backend = make_backend(scenario.backend, address)
     manifest = {
         "scenario_name": scenario.name,
@@ -98,6 +106,7 @@ def run_scenario(
         writer.observers.append(server.metrics)
         if progress:
             print(f"metrics: {server.url}", file=sys.stderr)
+    capturing = None if capture is None else _capture_writer(capture, scenario, plan)
     bar = tqdm(total=scenario.rounds, desc=scenario.name, unit="round", disable=not progress, leave=False)
     status = "failed"
     restore = _terminate_as_interrupt()
@@ -107,7 +116,8 @@ def run_scenario(
 
             run_realtime(plan, backend, writer, on_round=lambda _: bar.update())
         else:
-            run_lockstep(plan, backend, writer, on_round=lambda _: bar.update())
+            on_publish = None if capturing is None else capturing.write_round
+            run_lockstep(plan, backend, writer, on_round=lambda _: bar.update(), on_publish=on_publish)
         status = "complete"
     except KeyboardInterrupt:
         status = "interrupted"
@@ -116,9 +126,20 @@ def run_scenario(
         restore()
         bar.close()
         writer.close(status)
+        if capturing is not None:
+            capturing.close()
         if server is not None:
             server.stop()
     return run_dir
+
+
+def _capture_writer(path: Path, scenario: Scenario, plan: Plan) -> CaptureWriter:
+    from experiments.importing.capture import CaptureWriter
+
+    try:
+        return CaptureWriter(path, scenario.reporting.wire, plan.group_names, plan.interval_s)
+    except OSError as error:
+        raise UserError(f"--capture {path}: cannot write: {error.strerror}") from None
 
 
 def _serve_metrics(address: MetricsAddress, names: dict[str, list[str]]) -> MetricsServer:
@@ -130,7 +151,17 @@ def _serve_metrics(address: MetricsAddress, names: dict[str, list[str]]) -> Metr
         raise UserError(f"--metrics-port {address.port}: cannot serve on {address.host} ({error.strerror})") from None
 
 
-def _check_redis(url: str) -> None:
+def _given_redis_urls(plan: Plan) -> list[tuple[str, str]]:
+    """(scenario key, url) of each Redis the scenario names (a run without a URL starts its own server)."""
+    keys = {}
+    if plan.consensus is not None and plan.consensus.store == "redis" and plan.consensus.url is not None:
+        keys[plan.consensus.url] = "membership.url"
+    if plan.channel.redis_url is not None:  # the consensus may use it too: one check, under the channel's key
+        keys[plan.channel.redis_url] = "channel.redis_url"
+    return [(key, url) for url, key in keys.items()]
+
+
+def _check_redis(key: str, url: str) -> None:
     """A run on Redis starts only if Redis answers (mid-run, the brokers ride out an outage)."""
     from actors.redis_consensus import ping
     from allocator.node.consensus import StoreUnreachableError
@@ -138,7 +169,7 @@ def _check_redis(url: str) -> None:
     try:
         ping(url)
     except StoreUnreachableError as error:
-        raise UserError(f"membership.url: {error}") from None
+        raise UserError(f"{key}: {error}") from None
 
 
 def _terminate_as_interrupt() -> Callable[[], None]:
@@ -177,6 +208,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--address", help="Ray address of an existing cluster, e.g. 'auto' (ray backend)")
     parser.add_argument(
+        "--redis-url",
+        metavar="URL",
+        help="carry the reports over the Redis at URL, e.g. redis://10.0.0.5:6379/0 (sets channel.transport=redis "
+        "and channel.redis_url; realtime mode; without it a Redis run starts its own redis-server on 127.0.0.1)",
+    )
+    parser.add_argument(
         "--metrics-port",
         type=_port,
         metavar="PORT",
@@ -187,6 +224,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="127.0.0.1",
         metavar="HOST",
         help="address to serve the metrics on (default: %(default)s; 0.0.0.0 for every interface)",
+    )
+    parser.add_argument(
+        "--capture",
+        type=Path,
+        metavar="FILE",
+        help="write every report the brokers publish to FILE as Pulsar's ResourceUsageInfo, in the capture format "
+        "`quotalab import capture` reads (lockstep runs; see docs/pulsar.md)",
     )
     parser.set_defaults(handler=_handle)
 
@@ -201,11 +245,15 @@ def _handle(args: argparse.Namespace) -> int:
     options = {key: getattr(args, key) for key in ("backend", "mode", "seed", "rounds")}
     overrides = dict(map(parse_override, args.set))  # the values read as YAML, as strictly as a file
     overrides |= {key: value for key, value in options.items() if value is not None}
+    if args.redis_url is not None:
+        overrides |= {"channel.transport": "redis", "channel.redis_url": args.redis_url}
     scenario = load_scenario(args.scenario, overrides)
     if args.address and scenario.backend != "ray":
         scenario = dataclasses.replace(scenario, backend="ray")
     metrics = None if args.metrics_port is None else MetricsAddress(args.metrics_port, args.metrics_host)
-    run_dir = run_scenario(scenario, args.out or default_run_dir(scenario), address=args.address, metrics=metrics)
+    run_dir = run_scenario(
+        scenario, args.out or default_run_dir(scenario), address=args.address, metrics=metrics, capture=args.capture
+    )
     print(final_table(run_dir))
     print(f"telemetry: {run_dir}")
     return 0

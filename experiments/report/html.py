@@ -124,6 +124,7 @@ def _comparison(runs: list[dict[str, Any]], manifests: dict[str, dict[str, Any]]
 def _run_section(run: dict[str, Any], results: Results, limits: pd.DataFrame) -> str:
     run_id = run["run_id"]
     events = results.convergence[results.convergence["run_id"] == run_id]
+    lost_injected, lost_transport = run["deliveries_dropped"], run["deliveries_lost_transport"]
     facts = [
         ["scenario", run["scenario"]],
         ["policy", run["policy"]],
@@ -133,6 +134,7 @@ def _run_section(run: dict[str, Any], results: Results, limits: pd.DataFrame) ->
         ["bytes delivered / round", _fmt(run["bytes_delivered_per_round"], 0)],
         ["reports sent / round", _fmt(run["reports_sent_per_round"], 1)],
         ["groups suppressed / round", _fmt(run["reports_suppressed_per_round"], 1)],
+        ["report copies lost: injected / transport", f"{_fmt(lost_injected, 0)} / {_fmt(lost_transport, 0)}"],
     ]
     if run["rounds_to_agree"]:  # numaflow-equal: the pool-size consensus after each membership event
         waits = [

@@ -269,7 +269,13 @@ def _last_quarter_from() -> Column:
     return first_round + F.floor((last_round - first_round + 1) * 3 / 4)
 
 
-_MESSAGE_COUNTS = ["reports_sent", "reports_suppressed", "deliveries_dropped", "reports_rejected"]
+_MESSAGE_COUNTS = [
+    "reports_sent",
+    "reports_suppressed",
+    "deliveries_dropped",  # copies lost to the injected faults
+    "reports_rejected",
+    "deliveries_lost_transport",  # copies a real transport (Redis) lost: sequence gaps per sender
+]
 
 
 def bandwidth_per_round(messages: DataFrame) -> DataFrame:
@@ -304,7 +310,8 @@ def bandwidth_per_broker(messages: DataFrame) -> DataFrame:
 
 
 def run_bandwidth(bandwidth_per_round: DataFrame) -> DataFrame:
-    """Per run: the means per round of bytes published and delivered and of reports sent and suppressed."""
+    """Per run: the means per round of bytes published and delivered and of reports sent and suppressed; the
+    report copies lost, to the injected faults and to the transport."""
     return (
         bandwidth_per_round.groupBy("run_id")
         .agg(
@@ -312,6 +319,8 @@ def run_bandwidth(bandwidth_per_round: DataFrame) -> DataFrame:
             F.avg("bytes_delivered").alias("bytes_delivered_per_round"),
             F.avg("reports_sent").alias("reports_sent_per_round"),
             F.avg("reports_suppressed").alias("reports_suppressed_per_round"),
+            F.sum("deliveries_dropped").alias("deliveries_dropped"),
+            F.sum("deliveries_lost_transport").alias("deliveries_lost_transport"),
         )
         .select(
             "run_id",
@@ -319,6 +328,8 @@ def run_bandwidth(bandwidth_per_round: DataFrame) -> DataFrame:
             "bytes_delivered_per_round",
             "reports_sent_per_round",
             "reports_suppressed_per_round",
+            "deliveries_dropped",
+            "deliveries_lost_transport",
         )
     )
 

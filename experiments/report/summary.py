@@ -95,6 +95,7 @@ def build_summary(manifests: dict[str, dict[str, Any]], results: Results) -> dic
     """`summary.json` as DESIGN.md shapes it, runs in the order given, groups by name, events by round.
 
     Extra keys: per run `status`, `rounds`, `reports_sent_per_round`, `reports_suppressed_per_round`,
+    `deliveries_dropped` and `deliveries_lost_transport` (report copies lost to the injected faults, to the transport),
     `rounds_to_agree` (per membership event, runs with a pool-size consensus: `agreement`) and `overall` (the
     groups' scores pooled, for comparing runs); per group `rounds_over_quota` (the share of its rounds with
     U > 1.05 Q), `fairness_error`, `report_bytes_per_round`, `starved` (the share of the last quarter's
@@ -129,6 +130,8 @@ def build_summary(manifests: dict[str, dict[str, Any]], results: Results) -> dic
                 "rounds": int(results.per_round.loc[results.per_round["run_id"] == run_id, "round"].nunique()),
                 "reports_sent_per_round": _number(traffic.get("reports_sent_per_round")),
                 "reports_suppressed_per_round": _number(traffic.get("reports_suppressed_per_round")),
+                "deliveries_dropped": _number(traffic.get("deliveries_dropped")),
+                "deliveries_lost_transport": _number(traffic.get("deliveries_lost_transport")),
                 "overall": _overall(groups),
                 "rounds_to_agree": _agreement_entries(results.agreement, run_id),
             }

@@ -13,7 +13,7 @@ import yaml
 
 from experiments import checks
 from experiments.errors import ScenarioError
-from experiments.scenario import converter, events, generation, producers, sections
+from experiments.scenario import converter, events, generation, producers, pulsar_wire, sections, transport
 from experiments.scenario.spec import ChannelSpec, CleanupSpec, FallbackSpec, GroupSpec, RealtimeSpec, Scenario
 from experiments.user_files import UnreadableFileError, read_capped
 
@@ -218,24 +218,30 @@ def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
     cleanup = converter.plain_section(CleanupSpec, top.get("cleanup", {}), "cleanup")
     broker_names = sections.by_name(brokers)
     reporting = sections.reporting(top.get("reporting", {}), "reporting", base_dir, tuple(broker_names))
+    mode = settings.get("mode", Scenario.mode)
     context = replace(
         context,
         groups=sections.by_name(groups),
         brokers=broker_names,
         membership=cleanup.membership,
         signed=reporting.signed,
+        mode=mode,
     )
+    membership = sections.membership(top.get("membership", {}), "membership", mode)
+    channel = ChannelSpec(**sections.channel(top.get("channel", {}), "channel", context))
+    transport.check_channel(channel, mode, "channel")
+    context = replace(context, own_redis=transport.own_server(channel, membership))
     _check_ramps(groups, settings.get("interval_s", Scenario.interval_s))
     throttle = producers.throttle(top.get("throttle", {}), "throttle", settings.get("interval_s", Scenario.interval_s))
-    return Scenario(
+    scenario = Scenario(
         **settings,
         groups=groups,
         brokers=brokers,
         policy=sections.policy(top.get("policy", {}), "policy"),
         reporting=reporting,
         cleanup=cleanup,
-        membership=sections.membership(top.get("membership", {}), "membership", settings.get("mode", Scenario.mode)),
-        channel=ChannelSpec(**sections.channel(top.get("channel", {}), "channel", context)),
+        membership=membership,
+        channel=channel,
         events=events.events(top.get("events", []), "events", context, brokers),
         realtime=converter.plain_section(RealtimeSpec, top.get("realtime", {}), "realtime"),
         fallback=_fallback(top.get("fallback", {}), "fallback", reporting.force_every),
@@ -243,6 +249,8 @@ def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
         throttle=throttle,
         clients=producers.clients(top.get("clients", []), "clients", context, throttle.step_ms),
     )
+    pulsar_wire.check(scenario)
+    return scenario
 
 
 def _check_ramps(groups: tuple[GroupSpec, ...], interval_s: float) -> None:

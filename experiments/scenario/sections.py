@@ -14,12 +14,11 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from actors import workload
 from allocator import policies
 from experiments import checks
-from experiments.scenario import converter, keys
+from experiments.scenario import converter, keys, transport
 from experiments.scenario.spec import (
     DIMENSIONS,
     BrokerSpec,
@@ -36,7 +35,7 @@ from experiments.scenario.spec import (
 )
 from experiments.user_files import UnreadableFileError, read_capped
 
-UNLIMITED = "unlimited"  # the spelling of an unlimited quota (stored as -1.0)
+UNLIMITED = "unlimited"  # the spelling of an unlimited quota (stored as math.inf, the one unlimited)
 
 
 @dataclass(frozen=True)
@@ -49,6 +48,8 @@ class Context:
     brokers: Collection[str] = ()
     membership: bool = True  # a registry exists (cleanup.membership): it can have an outage
     signed: bool = False  # reports are signed: a forged report may be signed with a stolen key
+    mode: str = "lockstep"
+    own_redis: bool = False  # the run starts a redis-server of its own (a `redis_outage` may stop it)
 
 
 def by_name(items: Sequence[GroupSpec] | Sequence[BrokerSpec]) -> dict[str, None]:
@@ -74,9 +75,9 @@ def policy(raw: Any, key: str) -> PolicySpec:
 
 
 def rate_or_unlimited(value: Any, key: str) -> float:
-    """A rate per second (a quota) or 'unlimited', stored as -1.0."""
+    """A rate per second (a quota) or 'unlimited', stored as `math.inf`."""
     if value == UNLIMITED:
-        return -1.0
+        return math.inf
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
         raise checks.FieldError(key, f"must be a number >= 0 or '{UNLIMITED}', got {checks.show(value)}")
     if value > workload.MAX_RATE:
@@ -319,22 +320,12 @@ def _partitions(raw: Any, key: str, context: Context) -> tuple[tuple[str, ...], 
     return tuple(partitions)
 
 
-REDIS_URL_SCHEMES = ("redis://", "rediss://", "unix://")
-
-
 def membership(raw: Any, key: str, mode: str) -> MembershipSpec:
-    """The pool-size consensus store: `memory`, or `redis` with a `url`, which only a realtime run may use
-    (a lockstep run is deterministic: its store is the memory one)."""
+    """The pool-size consensus store: `memory`, or `redis`, which only a realtime run may use (a lockstep run is
+    deterministic: its store is the memory one); without a `url`, the run's Redis (`experiments.scenario.transport`)."""
     spec = converter.plain_section(MembershipSpec, raw, key)
-    if spec.store == "redis":
-        if mode != "realtime":
-            raise checks.FieldError(checks.at(key, "store"), f"redis needs mode: realtime (this run is {mode})")
-        if spec.url is None:
-            raise checks.FieldError(checks.at(key, "url"), "required with store: redis (e.g. redis://127.0.0.1:6379/0)")
-    if spec.url is not None and not spec.url.startswith(REDIS_URL_SCHEMES):
-        raise checks.FieldError(
-            checks.at(key, "url"), f"must start with {', '.join(REDIS_URL_SCHEMES)}, got {checks.show(spec.url)}"
-        )
-    if spec.url is not None and urlsplit(spec.url).password is not None:
-        raise checks.FieldError(checks.at(key, "url"), "must not hold a password: the manifest records the url")
+    if spec.store == "redis" and mode != "realtime":
+        raise checks.FieldError(checks.at(key, "store"), f"redis needs mode: realtime (this run is {mode})")
+    if spec.url is not None:
+        transport.redis_url(spec.url, checks.at(key, "url"))
     return spec

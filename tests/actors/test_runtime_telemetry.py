@@ -26,7 +26,7 @@ ROUNDS_COLUMNS = [
 ]  # fmt: skip
 MESSAGES_COLUMNS = [
     "bytes_published", "bytes_delivered", "reports_sent", "reports_suppressed", "deliveries_dropped",
-    "reports_rejected",
+    "reports_rejected", "deliveries_lost_transport",
 ]  # fmt: skip
 MANIFEST_KEYS = {
     "run_id", "scenario_name", "policy", "seed", "backend", "mode", "scenario", "versions", "started_at",

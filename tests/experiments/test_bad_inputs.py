@@ -380,14 +380,63 @@ BAD = {
     "membership redis in lockstep": Bad(
         top("membership: {store: redis, url: 'redis://127.0.0.1:6379/0'}"), "membership.store", "needs mode: realtime"
     ),
-    "membership redis without url": Bad(
-        top("mode: realtime\nmembership: {store: redis}"), "membership.url", "required with store: redis"
-    ),
     "membership url not redis": Bad(top("membership: {url: 'http://x'}"), "membership.url", "must start with redis://"),
     "membership url with a password": Bad(
         top("mode: realtime\nmembership: {store: redis, url: 'redis://:pw@127.0.0.1:6379/0'}"),
         "membership.url",
         "must not hold a password",
+    ),
+    # the channel's transport (Redis Pub/Sub) and its events
+    "transport unknown": Bad(top("channel: {transport: kafka}"), "channel.transport", "one of simulated, redis"),
+    "redis transport in lockstep": Bad(
+        top("channel: {transport: redis}"), "channel.transport", "redis needs mode: realtime (lockstep needs a"
+    ),
+    "redis url without the redis transport": Bad(
+        top("mode: realtime\nchannel: {redis_url: 'redis://127.0.0.1:6379/0'}"),
+        "channel.redis_url",
+        "needs transport: redis",
+    ),
+    "redis url with a password": Bad(
+        top("mode: realtime\nchannel: {transport: redis, redis_url: 'redis://:pw@10.0.0.5:6379/0'}"),
+        "channel.redis_url",
+        "must not hold a password",
+    ),
+    "pubsub buffer limit not Redis's": Bad(
+        top("mode: realtime\nchannel: {transport: redis, pubsub_buffer_limit: 64kb}"),
+        "channel.pubsub_buffer_limit",
+        "expected 'HARD SOFT SECONDS'",
+    ),
+    "pubsub buffer limit on a server given by url": Bad(
+        top("mode: realtime\nchannel: {transport: redis, redis_url: 'redis://h:6379/0', pubsub_buffer_limit: 1mb 0 0}"),
+        "channel.pubsub_buffer_limit",
+        "configures the run's own redis-server",
+    ),
+    "channel event changing the transport": Bad(
+        top("mode: realtime\nevents: [{at: 3, channel: {transport: redis}}]"),
+        "events[0].channel.transport",
+        "unknown key",
+    ),
+    "stall in lockstep": Bad(
+        top("events: [{at: 3, stall: {broker: b1, seconds: 2}}]"), "events[0].stall", "needs mode: realtime"
+    ),
+    "stall of an unknown broker": Bad(
+        top("mode: realtime\nevents: [{at: 3, stall: {broker: b9, seconds: 2}}]"), "events[0].stall.broker", "unknown"
+    ),
+    "stall of no time": Bad(
+        top("mode: realtime\nevents: [{at: 3, stall: {broker: b1, seconds: 0}}]"), "events[0].stall.seconds", "> 0"
+    ),
+    "redis outage without redis": Bad(
+        top("mode: realtime\nevents: [{at: 3, redis_outage: {rounds: 2}}]"),
+        "events[0].redis_outage",
+        "needs the run's own Redis server",
+    ),
+    "redis outage of a server given by url": Bad(
+        top(
+            "mode: realtime\nchannel: {transport: redis, redis_url: 'redis://h:6379/0'}\n"
+            "events: [{at: 3, redis_outage: {rounds: 2}}]"
+        ),
+        "events[0].redis_outage",
+        "not the run's to stop",
     ),
     # per-broker keys and adversaries
     "key directory missing": Bad(top("reporting: {key_dir: keys}"), "reporting.key_dir", "no such directory"),

@@ -1,5 +1,6 @@
 """Scenario files: every mistake refused with its key and problem on one line; good files resolved."""
 
+import math
 import pickle
 from pathlib import Path
 
@@ -90,8 +91,8 @@ BAD = {
     "unknown nested key": (
         base(reporting={"treshold_pct": 5}),
         "reporting.treshold_pct",
-        "unknown key (allowed: threshold_pct, force_every, report_demand, compress, float32_rates, hmac_key_file, "
-        "hmac_key_env, key_dir, key_dir_env)",
+        "unknown key (allowed: threshold_pct, force_every, report_demand, compress, float32_rates, wire, "
+        "hmac_key_file, hmac_key_env, key_dir, key_dir_env)",
     ),
     "unknown key in a workload": (
         base(brokers=[broker("broker-1", {"group": "tenant-a/ns-1", "msgs_per_s": 5, "rate": 5})]),
@@ -171,19 +172,19 @@ BAD = {
         base(events=[{"at": 1}]),
         "events[0]",
         "needs exactly one of demand, crash, restart, join, leave, quota, channel, clock_skew, registry_outage, "
-        "forge besides 'at', got none",
+        "forge, stall, redis_outage besides 'at', got none",
     ),
     "event with two kinds": (
         base(events=[{"at": 1, "crash": "broker-1", "leave": "broker-2"}]),
         "events[0]",
         "needs exactly one of demand, crash, restart, join, leave, quota, channel, clock_skew, registry_outage, "
-        "forge besides 'at', got crash, leave",
+        "forge, stall, redis_outage besides 'at', got crash, leave",
     ),
     "unknown event kind": (
         base(events=[{"at": 1, "explode": "broker-1"}]),
         "events[0].explode",
         "unknown key (allowed: at, demand, crash, restart, join, leave, quota, channel, clock_skew, registry_outage, "
-        "forge)",
+        "forge, stall, redis_outage)",
     ),
     "event naming an unknown broker": (
         base(events=[{"at": 1, "crash": "broker-9"}]),
@@ -440,7 +441,7 @@ def test_unlimited_quota_and_every_event_kind():
         ],
     )
     scenario = parse_scenario(data)
-    assert scenario.groups[0].quota == {"publish_msgs_per_s": -1.0, "dispatch_bytes_per_s": 1e6}
+    assert scenario.groups[0].quota == {"publish_msgs_per_s": math.inf, "dispatch_bytes_per_s": 1e6}
     assert scenario.dimensions() == ("publish_msgs_per_s", "dispatch_bytes_per_s")
     assert [(event.at, event.kind) for event in scenario.events] == [
         (3, "clock_skew"),  # sorted by round, stable within one

@@ -308,7 +308,9 @@ class TelemetryWriter:
             # during the run never sees a part half written, and a driver killed mid-write leaves none.
             temporary = path.with_name(f".{path.name}.tmp")
             table = self._table(name, batches)
-            pq.write_table(table, temporary, use_dictionary=_NAME_COLUMNS[name], store_schema=False)
+            pq.write_table(  # pages checksummed: `quotalab report` finds a damaged page before Spark reads it
+                table, temporary, use_dictionary=_NAME_COLUMNS[name], store_schema=False, write_page_checksum=True
+            )
             os.replace(temporary, path)
         self._write_manifest(manifest)
         release_free_heap()  # the batch's rows are freed now: their pages go back (actors/heap.py)

@@ -38,6 +38,26 @@ def results_path(name: str) -> Path:
     return RESULTS_DIR / f"{name}.json"
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (from /proc), e.g. the Ray processes a driver started."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
 def loadavg_1m() -> float:
     """The machine's 1-minute load average."""
     return os.getloadavg()[0]

@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import yaml
 from tqdm import tqdm
 
 from actors.backends import make_backend
@@ -23,7 +22,8 @@ from actors.telemetry import TelemetryWriter
 from experiments.errors import UserError
 from experiments.final_table import final_table
 from experiments.plan import build_plan
-from experiments.scenario import load_scenario
+from experiments.scenario import load_scenario, parse_override
+from experiments.scenario.keys import shared_key_warning
 from experiments.scenario.spec import Scenario
 
 if TYPE_CHECKING:
@@ -80,6 +80,8 @@ def run_scenario(
     if capture is not None and scenario.mode != "lockstep":
         raise UserError("--capture: records what a lockstep run's driver sees published (use --mode lockstep)")
     plan = build_plan(scenario)
+    if warning := shared_key_warning(scenario):
+        print(f"warning: {warning}", file=sys.stderr)
     for key, url in _given_redis_urls(plan):
         _check_redis(key, url)
     backend = make_backend(scenario.backend, address)
@@ -199,7 +201,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         action="append",
         default=[],
-        type=_override,
         help="override any scenario key, dotted, the value read as YAML (repeatable): --set channel.routing=interest",
     )
     parser.add_argument(
@@ -240,20 +241,10 @@ def _port(text: str) -> int:
     return int(text)
 
 
-def _override(text: str) -> tuple[str, object]:
-    """`KEY=VALUE` from the command line: the value is read as YAML (`0.3`, `true`, `[a, b]`, `interest`)."""
-    key, equals, value = text.partition("=")
-    if not equals or not key:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE, e.g. channel.loss=0.3")
-    try:
-        return key, yaml.safe_load(value)
-    except yaml.YAMLError:
-        raise argparse.ArgumentTypeError(f"{text!r}: the value is not valid YAML") from None
-
-
 def _handle(args: argparse.Namespace) -> int:
     options = {key: getattr(args, key) for key in ("backend", "mode", "seed", "rounds")}
-    overrides = dict(args.set) | {key: value for key, value in options.items() if value is not None}
+    overrides = dict(map(parse_override, args.set))  # the values read as YAML, as strictly as a file
+    overrides |= {key: value for key, value in options.items() if value is not None}
     if args.redis_url is not None:
         overrides |= {"channel.transport": "redis", "channel.redis_url": args.redis_url}
     scenario = load_scenario(args.scenario, overrides)

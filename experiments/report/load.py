@@ -93,6 +93,7 @@ def read_manifests(run_dirs: list[Path] | list[str]) -> dict[str, RunDirectory]:
     if not run_dirs:
         raise UserError("no run directory given")
     located: dict[str, RunDirectory] = {}
+    checkers = {name: preflight.PartChecker(SCHEMAS[name]) for name in TABLES}  # over all runs: one scan each
     for run_dir in map(Path, run_dirs):
         manifest = _read_manifest(run_dir)
         run_id = manifest.get("run_id")
@@ -101,8 +102,9 @@ def read_manifests(run_dirs: list[Path] | list[str]) -> dict[str, RunDirectory]:
         if run_id in located:
             raise UserError(f"{run_dir}: run {run_id!r} is given twice")
         located[run_id] = RunDirectory(
-            run_dir, manifest, {name: _checked_parts(run_dir, name, schema, run_id) for name, schema in TABLES.items()}
+            run_dir, manifest, {name: _checked_parts(run_dir, name, checkers[name], run_id) for name in TABLES}
         )
+        preflight.check_rounds_on_disk(run_dir, manifest, located[run_id].parts["rounds"])
     return located
 
 
@@ -121,16 +123,16 @@ def _read_manifest(run_dir: Path) -> dict[str, Any]:
     return manifest
 
 
-def _checked_parts(run_dir: Path, name: str, schema: T.StructType, run_id: str) -> list[Path]:
+def _checked_parts(run_dir: Path, name: str, checker: preflight.PartChecker, run_id: str) -> list[Path]:
     """The part files of table `name`, each checked to have the table's columns and only `run_id` in its rows."""
     table_dir = run_dir / name
     if not table_dir.is_dir():
         raise UserError(f"{table_dir}: missing telemetry table")
     parts = sorted(part for part in table_dir.glob("*.parquet") if not part.name.startswith((".", "_")))
     for part in parts:
-        metadata = preflight.footer(part)
+        metadata = checker.check(part)
         names = metadata.schema.to_arrow_schema().names
-        missing = [field.name for field in schema if field.name not in names]
+        missing = [field.name for field in checker.schema if field.name not in names]
         if missing:
             raise UserError(f"{part}: missing columns {', '.join(missing)}")
         others = _run_ids(part, metadata, names.index("run_id")) - {run_id}

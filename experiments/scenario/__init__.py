@@ -48,7 +48,14 @@ Decisions that a scenario author should know:
 """
 
 from experiments.errors import ScenarioError
-from experiments.scenario.reading import apply_overrides, load_scenario, parse_scenario, read_scenario, read_yaml
+from experiments.scenario.reading import (
+    apply_overrides,
+    load_scenario,
+    parse_override,
+    parse_scenario,
+    read_scenario,
+    read_yaml,
+)
 from experiments.scenario.sections import UNLIMITED
 
 __all__ = [
@@ -56,6 +63,7 @@ __all__ = [
     "ScenarioError",
     "apply_overrides",
     "load_scenario",
+    "parse_override",
     "parse_scenario",
     "read_scenario",
     "read_yaml",

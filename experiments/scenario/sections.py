@@ -33,6 +33,7 @@ from experiments.scenario.spec import (
     ReportingSpec,
     WorkloadSpec,
 )
+from experiments.user_files import UnreadableFileError, read_capped
 
 UNLIMITED = "unlimited"  # the spelling of an unlimited quota (stored as math.inf, the one unlimited)
 
@@ -181,30 +182,52 @@ def profile(value: Any, key: str, context: Context) -> Profile:
     return Profile(kind, params)
 
 
+MAX_TRACE_BYTES = 16 * 2**20  # ~1.4 million rounds of `round,msgs_per_s` lines
+
+
 def _read_trace(value: Any, key: str, context: Context) -> dict[str, list]:
-    """A CSV file with columns `round,msgs_per_s`, relative to the scenario's folder, as profile params."""
+    """A CSV file with columns `round,msgs_per_s`, relative to the scenario's folder, as profile params.
+
+    Read as any file a scenario names (`experiments.user_files`): a regular file of at most MAX_TRACE_BYTES. A
+    problem names the file and the line, never what the file holds: the file may be a key named by mistake."""
     name = checks.string(value, key)
     try:
-        text = (context.base_dir / name).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise checks.FieldError(key, f"no such file {name!r} (relative to {context.base_dir})") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise checks.FieldError(key, f"cannot read {name!r}: {error}") from None
+        data = read_capped(context.base_dir / name, MAX_TRACE_BYTES)
+    except UnreadableFileError as problem:
+        where = f" (relative to {context.base_dir})" if str(problem) == "no such file" else ""
+        raise checks.FieldError(key, f"{name!r}: {problem}{where}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise checks.FieldError(key, f"{name!r}: not a UTF-8 text file") from None
     reader = csv.DictReader(io.StringIO(text))
     if not {"round", "msgs_per_s"} <= set(reader.fieldnames or ()):
-        raise checks.FieldError(
-            key, f"{name}: needs the columns round,msgs_per_s, got {','.join(reader.fieldnames or ())}"
-        )
+        raise checks.FieldError(key, f"{name!r}: needs a first line naming the columns round and msgs_per_s")
     rounds, rates = [], []
     for row in reader:
-        try:
-            rounds.append(int(row["round"]))
-            rates.append(float(row["msgs_per_s"]))
-        except (TypeError, ValueError):
-            raise checks.FieldError(
-                key, f"{name} line {reader.line_num}: round must be an integer and msgs_per_s a number"
-            ) from None
+        problem = _trace_row_problem(row, rounds[-1] if rounds else -1)
+        if problem:
+            raise checks.FieldError(key, f"{name!r} line {reader.line_num}: {problem}")
+        rounds.append(int(row["round"]))
+        rates.append(float(row["msgs_per_s"]))
+    if not rounds:
+        raise checks.FieldError(key, f"{name!r}: no rows after the first line")
     return {"rounds": rounds, "rates": rates}
+
+
+def _trace_row_problem(row: dict[str, str | None], previous_round: int) -> str | None:
+    """What is wrong with one row of a trace, in words that do not repeat its values."""
+    try:
+        round_index, rate = int(row["round"] or ""), float(row["msgs_per_s"] or "")
+    except ValueError:
+        return "round must be an integer and msgs_per_s a number"
+    if not 0 <= round_index <= workload.MAX_ROUNDS:
+        return f"round must be in [0, {workload.MAX_ROUNDS}]"
+    if round_index <= previous_round:
+        return "rounds must increase from line to line"
+    if not 0 <= rate <= workload.MAX_RATE:  # nan fails both
+        return f"msgs_per_s must be in [0, {workload.MAX_RATE}]"
+    return None
 
 
 def reporting(raw: Any, key: str, base_dir: Path, brokers: Sequence[str] = ()) -> ReportingSpec:
@@ -244,13 +267,12 @@ MAX_KEY_BYTES = 4096  # an HMAC-SHA256 key longer than its 64-byte block is hash
 
 
 def _key_from_file(name: str, key: str, base_dir: Path) -> bytes:
+    """The key in the file `name` (relative to `base_dir`): a regular file only its owner may read."""
     try:
-        with (base_dir / name).open("rb") as file:
-            secret = file.read(MAX_KEY_BYTES + 1).strip()
-    except FileNotFoundError:
-        raise checks.FieldError(key, f"no such file {name!r} (relative to {base_dir})") from None
-    except OSError as error:
-        raise checks.FieldError(key, f"cannot read {name!r}: {error.strerror}") from None
+        secret = read_capped(base_dir / name, 2 * MAX_KEY_BYTES, secret=True).strip()
+    except UnreadableFileError as problem:
+        where = f" (relative to {base_dir})" if str(problem) == "no such file" else ""
+        raise checks.FieldError(key, f"{name!r}: {problem}{where}") from None
     return _checked_key(secret, key, f"file {name!r}")
 
 

@@ -24,6 +24,7 @@ def key_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("keys")
     write_key_directory(folder, ["broker-1", "broker-2", "broker-3", "broker-4"])
     (folder / "cluster.key").write_text("a-cluster-key-the-forger-stole\n")
+    (folder / "cluster.key").chmod(0o600)  # a key others may read is refused
     return folder
 
 

@@ -287,7 +287,7 @@ BAD = {
     "trace file missing": (
         base(brokers=[broker("broker-1", {"group": "tenant-a/ns-1", "msgs_per_s": {"trace": "nope.csv"}})]),
         "brokers[0].workload[0].msgs_per_s.trace",
-        "no such file 'nope.csv' (relative to {dir})",
+        "'nope.csv': no such file (relative to {dir})",
     ),
     "generated with groups": (
         {"name": "g", "groups": [], "generated": {}},
@@ -476,10 +476,10 @@ def test_trace_is_read_relative_to_the_scenario(tmp_path):
 @pytest.mark.parametrize(
     ("csv", "problem"),
     [
-        ("when,rate\n0,1\n", "day.csv: needs the columns round,msgs_per_s, got when,rate"),
-        ("round,msgs_per_s\n0,1\nsoon,2\n", "day.csv line 3: round must be an integer and msgs_per_s a number"),
-        ("round,msgs_per_s\n5,1\n2,2\n", "day.csv: rounds: must increase strictly, got 5 then 2"),
-        ("round,msgs_per_s\n", "day.csv: rounds: must be a non-empty list"),
+        ("when,rate\n0,1\n", "'day.csv': needs a first line naming the columns round and msgs_per_s"),
+        ("round,msgs_per_s\n0,1\nsoon,2\n", "'day.csv' line 3: round must be an integer and msgs_per_s a number"),
+        ("round,msgs_per_s\n5,1\n2,2\n", "'day.csv' line 3: rounds must increase from line to line"),
+        ("round,msgs_per_s\n", "'day.csv': no rows after the first line"),
     ],
 )
 def test_bad_trace_file(tmp_path, csv, problem):

@@ -3,6 +3,11 @@
 import os
 
 import pytest
+from hypothesis import settings
+
+# No test may depend on the machine's speed: hypothesis's per-example deadline is off for every test.
+settings.register_profile("quotalab", deadline=None)
+settings.load_profile("quotalab")
 
 
 @pytest.fixture(scope="session")

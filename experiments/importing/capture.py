@@ -20,7 +20,8 @@ from allocator.wire.codec import MAX_REPORT_BYTES, decode_report
 from allocator.wire.pulsar import codec as pulsar_codec
 from allocator.wire.report_fields import ReportError
 from experiments.errors import UserError
-from experiments.importing.usage import ClusterUsage, filled, mean_sizes
+from experiments.importing.usage import MAX_EXPORT_BYTES, ClusterUsage, filled, mean_sizes
+from experiments.user_files import UnreadableFileError, read_capped
 
 RECORD_HEADER = struct.Struct(">dI")  # publish time (s), payload length (bytes)
 PUBLISH_MSGS, PUBLISH_BYTES = 0, 1  # columns of `UsageInfo.counts` (DIMENSIONS order)
@@ -67,9 +68,9 @@ def read_records(path: Path) -> list[tuple[float, bytes]]:
     """Every (time, payload) of the capture at `path`; `UserError` naming the record and byte where it is cut
     short or holds what no record can."""
     try:
-        data = Path(path).read_bytes()
-    except OSError as error:
-        raise UserError(f"{path}: cannot read: {error.strerror}") from None
+        data = read_capped(Path(path), MAX_EXPORT_BYTES)
+    except UnreadableFileError as problem:
+        raise UserError(f"{path}: {problem}") from None
     records, offset = [], 0
     while offset < len(data):
         where = f"{path}: record {len(records)} (byte {offset})"

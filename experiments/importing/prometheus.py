@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from experiments.errors import UserError
-from experiments.importing.usage import ClusterUsage, mean_sizes
+from experiments.importing.usage import MAX_EXPORT_BYTES, ClusterUsage, mean_sizes
+from experiments.user_files import UnreadableFileError, read_capped
 
 PREFIX = "pulsar_resource_group_"
 MESSAGES, BYTES, REPORTED = (f"{PREFIX}{name}" for name in ("messages_used", "bytes_used", "local_usage_reported"))
@@ -82,9 +83,9 @@ def prometheus_usage(
 
 def _read_series(path: Path, broker_label: str) -> list[Series]:
     try:
-        body = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as error:
-        raise UserError(f"{path}: cannot read: {error.strerror}") from None
+        body = json.loads(read_capped(Path(path), MAX_EXPORT_BYTES).decode("utf-8"))
+    except UnreadableFileError as problem:
+        raise UserError(f"{path}: {problem}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise UserError(f"{path}: not JSON (cut short?): {error}") from None
     data = body.get("data") if isinstance(body, dict) else None

@@ -20,6 +20,7 @@ from experiments import checks
 from experiments.errors import UserError
 from experiments.importing.usage import ClusterUsage
 from experiments.scenario import load_scenario, sections
+from experiments.scenario.reading import read_yaml
 from experiments.scenario.spec import DIMENSIONS
 
 DEFAULT_MSG_BYTES = 1000.0  # where the export has no bytes: the scenario's own default
@@ -33,12 +34,7 @@ def read_quotas(path: Path | None, flags: list[str]) -> dict[str, dict[str, floa
     source = "--quota"
     if path is not None:
         source = str(path)
-        try:
-            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except OSError as error:
-            raise UserError(f"{path}: cannot read: {error.strerror}") from None
-        except (UnicodeDecodeError, yaml.YAMLError) as error:
-            raise UserError(f"{path}: not YAML: {' '.join(str(error).split())}") from None
+        loaded = read_yaml(Path(path), str(path))  # capped and strict, as a scenario file
         if not isinstance(loaded, dict) or not all(isinstance(quota, dict) for quota in loaded.values()):
             example = "tenant-a/ns-1: {publish_msgs_per_s: 100}"
             raise UserError(f"{path}: must map each group to its quota, e.g. '{example}'")

@@ -7,6 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from experiments.user_files import MIB
+
+MAX_EXPORT_BYTES = 256 * MIB  # a Prometheus export or a capture: read whole, so bounded (hours of a large cluster)
+
 
 @dataclass(frozen=True)
 class ClusterUsage:

@@ -253,7 +253,7 @@ def test_a_bad_prometheus_export_is_refused_in_one_line(tmp_path, capsys, body, 
         (None, ["g1:publish_msgs_per_s=-3"], "g1.publish_msgs_per_s: must be a number >= 0 or 'unlimited'"),
         (None, ["g1:msgs=3"], "--quota: g1.msgs: unknown key (allowed: publish_msgs_per_s"),
         ("[1, 2]", [], "must map each group to its quota"),
-        ("g1: {publish_msgs_per_s: 5", [], "not YAML"),
+        ("g1: {publish_msgs_per_s: 5", [], "invalid YAML"),
     ],
 )
 def test_bad_quotas_are_refused_naming_the_group(tmp_path, quota_file, flags, message) -> None:

@@ -8,25 +8,30 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from allocator.policies import RECOMMENDED
+from experiments.catalog import SCENARIOS
+from experiments.prerequisites import check_java
 from experiments.run import run_scenario
 from experiments.scenario import load_scenario
 
-SCENARIOS = Path(__file__).parent / "scenarios"
 DEMO_SCENARIO = SCENARIOS / "churn-and-loss.yaml"
 DEMO_POLICIES = ("pulsar", "pip82-steal", RECOMMENDED)
 
 
 def run_demo(out_dir: Path, backend: str = "ray", master: str = "local[2]", progress: bool = True) -> Path:
-    """Run the demo scenario once per policy into `out_dir/<policy>/`, then report; returns report.html."""
-    from experiments.report import build_report
+    """Run the demo scenario once per policy into `out_dir/<policy>/`, then report; returns report.html.
 
+    Java (for the report) is checked first: a missing one fails before minutes of runs, not after."""
+    from experiments.report import build_report
+    from experiments.report.command import stderr_line
+
+    check_java()
     run_dirs = []
     for policy in DEMO_POLICIES:
         scenario = load_scenario(DEMO_SCENARIO, {"policy.name": policy, "policy.params": {}, "backend": backend})
         run_dirs.append(run_scenario(scenario, out_dir / policy, progress=progress))
         if progress:
             print(f"ran {scenario.name} under {policy}: {out_dir / policy}")
-    return build_report(run_dirs, out_dir / "report", master=master)
+    return build_report(run_dirs, out_dir / "report", master=master, progress=stderr_line if progress else None)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

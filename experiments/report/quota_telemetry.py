@@ -13,11 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pandas as pd
-from matplotlib.figure import Figure
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from experiments.report.figures import png_base64
+from experiments.report import plotting
+from experiments.report.plotting import finite
 
 GROUP = ["run_id", "group", "dimension"]
 
@@ -81,29 +83,29 @@ def allocate_timings(timings: DataFrame) -> DataFrame:
     )
 
 
-def quota_figure(per_round: pd.DataFrame, throttled: pd.DataFrame) -> str:
-    """Top: the longest breach per group; middle: throttled seconds per round by reason; bottom: the oldest and
-    the mean report age per group."""
-    figure = Figure(figsize=(10, 7), layout="constrained")
-    breach, throttle, age = figure.subplots(3, 1, sharex=True)
-    for group, series in per_round.groupby("group"):
-        breach.plot(series["round"], series["breach_age_s"], linewidth=1, label=group)
-        line = age.plot(series["round"], series["report_age_max_s"], linewidth=1, label=f"{group} oldest")[0]
-        mean_style = {"linewidth": 0.8, "ls": "--", "color": line.get_color(), "label": f"{group} mean"}
-        age.plot(series["round"], series["report_age_mean_s"], **mean_style)
+def quota_figure(per_round: pd.DataFrame, throttled: pd.DataFrame) -> go.Figure:
+    """Top: the longest breach per group; middle: throttled seconds per round by reason; bottom: the oldest
+    (solid) and the mean (dotted) report age per group, one colour per group."""
+    figure = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06)
+    for index, (group, series) in enumerate(per_round.groupby("group")):
+        color = plotting.PALETTE[index % len(plotting.PALETTE)]
+        x = series["round"].tolist()
+        common = {"x": x, "legendgroup": group, "line": {"color": color, "width": 1.8}}
+        figure.add_scatter(y=finite(series["breach_age_s"]), name=group, **common, row=1, col=1)
+        figure.add_scatter(y=finite(series["report_age_max_s"]), name=f"{group} oldest", showlegend=False,
+                           **common, row=3, col=1)  # fmt: skip
+        figure.add_scatter(y=finite(series["report_age_mean_s"]), name=f"{group} mean", showlegend=False,
+                           **common | {"line": {"color": color, "width": 1.4, "dash": "dot"}}, row=3, col=1)  # fmt: skip
     rounds = sorted(per_round["round"].unique())
-    for reason, series in throttled.groupby("reason"):
+    for index, (reason, series) in enumerate(throttled.groupby("reason")):
         # a round without a row for the reason was not throttled by it: 0, not the last value carried over
         seconds = series.set_index("round")["throttled_s"].reindex(rounds, fill_value=0.0)
-        throttle.step(rounds, seconds, where="mid", label=reason)
-    breach.set_ylim(bottom=0.0)
-    throttle.set_ylim(bottom=0.0)
-    breach.set_ylabel("breach age (s)")
-    throttle.set_ylabel("throttled (s / round)")
-    age.set_ylabel("report age (s)")
-    age.set_xlabel("round")
-    for axes in (breach, throttle, age):
-        if axes.has_data():
-            axes.legend(fontsize="small", ncol=4, loc="upper left")
-        axes.grid(alpha=0.3)
-    return png_base64(figure)
+        line = {"shape": "hvh", "width": 2, "color": plotting.PALETTE[-1 - index % len(plotting.PALETTE)]}
+        figure.add_scatter(x=[int(r) for r in rounds], y=finite(seconds), name=f"throttled: {reason}", line=line,
+                           row=2, col=1)  # fmt: skip
+    figure.update_yaxes(title_text="breach age (s)", rangemode="tozero", row=1, col=1)
+    figure.update_yaxes(title_text="throttled (s/round)", rangemode="tozero", row=2, col=1)
+    figure.update_yaxes(title_text="report age (s)", rangemode="tozero", row=3, col=1)
+    figure.update_xaxes(title_text="round", row=3, col=1)
+    figure.update_layout(plotting.base_layout(560))
+    return figure

@@ -45,12 +45,17 @@ def is_sweep(data: object) -> bool:
 
 def shipped(folder: Path) -> list[tuple[str, str]]:
     """(name, one-line description) of every YAML file in `folder`, by name."""
-    found = []
-    for path in sorted(folder.glob("*.yaml")):
-        data = yaml.safe_load(path.read_text())
-        description = data.get("description", "") if isinstance(data, dict) else ""
-        found.append((path.stem, " ".join(str(description).split())))
-    return found
+    return [(path.stem, description(path)) for path in sorted(folder.glob("*.yaml"))]
+
+
+def description(path: Path) -> str:
+    """The file's `description`, else the first line of its opening comment."""
+    text = path.read_text()
+    data = yaml.safe_load(text)
+    if isinstance(data, dict) and data.get("description"):
+        return " ".join(str(data["description"]).split())
+    first = text.lstrip().splitlines()[0] if text.strip() else ""
+    return first.lstrip("# ").strip() if first.startswith("#") else ""
 
 
 def listing() -> str:

@@ -18,7 +18,7 @@ import pandas as pd
 from experiments.report.metrics import OVER_QUOTA_TOLERANCE
 from experiments.report.page import number, percent, times
 
-MAX_STRETCHES = 3  # stretches over quota named per run; the rest are counted
+MAX_STRETCHES = 3  # events after which a run went over quota named per run; the rest are counted
 
 
 def conclusion(runs: list[dict[str, Any]], labels: dict[str, str], per_round: pd.DataFrame,
@@ -86,17 +86,24 @@ def _stretches(run_id: str, per_round: pd.DataFrame, events: pd.DataFrame) -> li
 
 
 def _over_text(run: dict[str, Any], stretches: list[tuple[int, int, str]]) -> str:
+    """`up to 40.0% over the quota, 9.6 rounds in 100 more than 5% over: at the start (round 0), after the join
+    at round 12 (9 rounds from 12 to 25), ...`: the stretches grouped by what they followed."""
     overall = run["overall"]
-    named = [
-        f"{cause} ({f'round {first}' if first == last else f'rounds {first}-{last}'})"
-        for first, last, cause in stretches[:MAX_STRETCHES]
-    ]
-    more = len(stretches) - MAX_STRETCHES
-    when = ", ".join(named) + (f" and {more} more time{'s' * (more > 1)}" if more > 0 else "")
+    causes: dict[str, list[tuple[int, int]]] = {}
+    for first, last, cause in stretches:
+        causes.setdefault(cause, []).append((first, last))
+    named = []
+    for cause, spans in list(causes.items())[:MAX_STRETCHES]:
+        rounds = sum(last - first + 1 for first, last in spans)
+        first, last = spans[0][0], spans[-1][1]
+        where = f"round {first}" if first == last else f"{rounds} rounds from {first} to {last}"
+        named.append(f"{cause} ({where})")
+    more = len(causes) - MAX_STRETCHES
+    when = ", ".join(named) + (f", and after {more} more event{'s' * (more > 1)}" if more > 0 else "")
     return (
         f"up to {percent(overall['peak_overshoot'])} over the quota, "
         f"{number(overall['rounds_over_quota_per_100_rounds'], 1)} rounds in 100 more than "
-        f"{OVER_QUOTA_TOLERANCE:.0%} over, {escape(when)}"
+        f"{OVER_QUOTA_TOLERANCE:.0%} over: {escape(when)}"
     )
 
 

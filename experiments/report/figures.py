@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from experiments.report import plotting
 from experiments.report.metrics import MIN_JAIN, OVER_QUOTA_TOLERANCE, STARVED_BELOW
-from experiments.report.plotting import finite
+from experiments.report.plotting import Figure, line
 
 FIGURES_PER_RUN = 6  # groups drawn per run; every group is in the tables and per_round.csv
 LABELLED_BROKERS = 8  # with more brokers, their limits start hidden (a click on the legend shows them)
@@ -43,55 +41,42 @@ def event_marks(events: pd.DataFrame) -> list[tuple[int, str]]:
     return [(int(row.round), str(row.kind)) for row in shown.itertuples()]
 
 
-def group_figure(rounds: pd.DataFrame, limits: pd.DataFrame, events: pd.DataFrame, dimension: str) -> go.Figure:
+def group_figure(rounds: pd.DataFrame, limits: pd.DataFrame, events: pd.DataFrame, dimension: str) -> Figure:
     """Top: quota, the over-quota line, total usage, total demand, the sum of limits and each broker's limit;
     bottom: Jain's index. Events marked across both."""
-    figure = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.7, 0.3], vertical_spacing=0.06)
+    figure = plotting.stacked([0.7, 0.3], 560)
     x = rounds["round"].tolist()
     brokers = list(limits.groupby("broker"))
     for index, (broker, series) in enumerate(brokers):
-        figure.add_scatter(
-            x=series["round"].tolist(),
-            y=finite(series["limit"]),
-            name=f"limit {broker}",
-            legendgroup="brokers",
-            legendgrouptitle_text="each broker's limit" if index == 0 else None,
-            line={"width": 1.2, "color": plotting.PALETTE[index % len(plotting.PALETTE)]},
-            opacity=0.75,
-            visible=True if len(brokers) <= LABELLED_BROKERS else "legendonly",
-            row=1,
-            col=1,
-        )
-    quota = finite(rounds["quota"])
-    if any(value is not None for value in quota):
-        over = finite((1 + OVER_QUOTA_TOLERANCE) * rounds["quota"])
-        figure.add_scatter(x=x, y=quota, name="quota Q", line=plotting.QUOTA, row=1, col=1)
-        over_name = f"over quota above {1 + OVER_QUOTA_TOLERANCE:g} Q"
-        figure.add_scatter(x=x, y=over, name=over_name, line=plotting.OVER_QUOTA, row=1, col=1)
+        style = {"width": 1.2, "color": plotting.PALETTE[index % len(plotting.PALETTE)]}
+        figure.add(
+            line(series["round"], series["limit"], f"limit {broker}", style, legendgroup="brokers", opacity=0.75,
+                 visible=True if len(brokers) <= LABELLED_BROKERS else "legendonly")
+        )  # fmt: skip
+    if np.isfinite(rounds["quota"].to_numpy(dtype=float)).any():
+        figure.add(line(x, rounds["quota"], "quota Q", plotting.QUOTA))
+        over = (1 + OVER_QUOTA_TOLERANCE) * rounds["quota"]
+        figure.add(line(x, over, f"over quota above {1 + OVER_QUOTA_TOLERANCE:g} Q", plotting.OVER_QUOTA))
     else:
-        figure.add_annotation(text="quota: unlimited", x=1, y=1, xref="paper", yref="paper", showarrow=False)
-    figure.add_scatter(x=x, y=finite(rounds["limit"]), name="sum of limits", line=plotting.LIMITS, row=1, col=1)
-    figure.add_scatter(x=x, y=finite(rounds["demand"]), name="total demand D", line=plotting.DEMAND, row=1, col=1)
-    figure.add_scatter(x=x, y=finite(rounds["usage"]), name="total usage U", line=plotting.USAGE, row=1, col=1)
-    figure.add_scatter(
-        x=x, y=finite(rounds["jain"]), name="Jain's index", mode="lines+markers", line={"color": "#0072B2"},
-        marker={"size": 4}, row=2, col=1,
-    )  # fmt: skip
-    figure.add_hline(
-        y=MIN_JAIN, line={"color": "#009E73", "dash": "dot", "width": 1.2}, row=2, col=1,
-        annotation_text=f"convergence needs >= {MIN_JAIN}", annotation_position="bottom right",
-    )  # fmt: skip
-    figure.update_yaxes(title_text=f"rate ({unit(dimension)})", rangemode="tozero", row=1, col=1)
-    figure.update_yaxes(title_text="Jain of U_b/F_b", range=[0, 1.05], row=2, col=1)
-    figure.update_xaxes(title_text="round", row=2, col=1)
-    figure.update_layout(plotting.base_layout(560))
+        figure.layout["title"] = {"text": "quota: unlimited", "x": 0.99, "xanchor": "right"}
+    figure.add(line(x, rounds["limit"], "sum of limits", plotting.LIMITS))
+    figure.add(line(x, rounds["demand"], "total demand D", plotting.DEMAND))
+    figure.add(line(x, rounds["usage"], "total usage U", plotting.USAGE))
+    figure.add(line(x, rounds["jain"], "Jain's index", {"color": "#0072B2", "width": 1.5}, panel=2,
+                    mode="lines+markers", marker={"size": 4}))  # fmt: skip
+    ends = [min(x, default=0), max(x, default=1)]
+    threshold = {"color": "#009E73", "width": 1.2, "dash": "dot"}
+    needs = f"convergence needs Jain >= {MIN_JAIN}"
+    figure.add(line(ends, [MIN_JAIN] * 2, needs, threshold, panel=2, hoverinfo="skip"))
+    figure.layout["yaxis"] |= {"title": {"text": f"rate ({unit(dimension)})"}, "rangemode": "tozero"}
+    figure.layout["yaxis2"] |= {"title": {"text": "Jain of U_b/F_b"}, "range": [0, 1.05]}
     plotting.mark_events(figure, event_marks(events), (min(x, default=0), max(x, default=1)))
     return figure
 
 
-def bandwidth_figure(bandwidth: pd.DataFrame, events: pd.DataFrame) -> go.Figure:
+def bandwidth_figure(bandwidth: pd.DataFrame, events: pd.DataFrame) -> Figure:
     """Top: bytes published and delivered per round; bottom: reports sent and groups suppressed per round."""
-    figure = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    figure = plotting.stacked([0.5, 0.5], 440)
     x = bandwidth["round"].tolist()
     traces = [
         ("bytes published", "bytes_published", 1, {"color": "#0072B2", "width": 2}),
@@ -99,17 +84,15 @@ def bandwidth_figure(bandwidth: pd.DataFrame, events: pd.DataFrame) -> go.Figure
         ("reports sent", "reports_sent", 2, {"color": "#009E73", "width": 2}),
         ("groups suppressed (threshold)", "reports_suppressed", 2, {"color": "#CC79A7", "width": 2, "dash": "dash"}),
     ]
-    for name, column, row, line in traces:
-        figure.add_scatter(x=x, y=finite(bandwidth[column]), name=name, line=line, row=row, col=1)
-    figure.update_yaxes(title_text="bytes per round", rangemode="tozero", row=1, col=1)
-    figure.update_yaxes(title_text="count per round", rangemode="tozero", row=2, col=1)
-    figure.update_xaxes(title_text="round", row=2, col=1)
-    figure.update_layout(plotting.base_layout(420))
+    for name, column, panel, style in traces:
+        figure.add(line(x, bandwidth[column], name, style, panel=panel))
+    figure.layout["yaxis"] |= {"title": {"text": "bytes per round"}, "rangemode": "tozero"}
+    figure.layout["yaxis2"] |= {"title": {"text": "count per round"}, "rangemode": "tozero"}
     plotting.mark_events(figure, event_marks(events), (min(x, default=0), max(x, default=1)))
     return figure
 
 
-def comparison_figure(runs: list[dict[str, Any]], labels: list[str]) -> go.Figure:
+def comparison_figure(runs: list[dict[str, Any]], labels: list[str]) -> Figure:
     """Bars per run. Top, how safe and how fair to each broker: peak overshoot, rounds over quota and
     starvation, then mean rounds to converge; bottom, how well shared and at what cost: Jain and utilization
     (last quarter), bytes published and delivered per round."""
@@ -124,20 +107,15 @@ def comparison_figure(runs: list[dict[str, Any]], labels: list[str]) -> go.Figur
         ("bytes published / round", [run["bytes_published_per_round"] for run in runs]),
         ("bytes delivered / round", [run["bytes_delivered_per_round"] for run in runs]),
     ]
-    figure = make_subplots(
-        rows=2, cols=4, subplot_titles=[title for title, _ in panels], vertical_spacing=0.2, horizontal_spacing=0.06
-    )
+    figure = plotting.grid(2, 4, [title for title, _ in panels], 580)
     colors = [plotting.PALETTE[index % len(plotting.PALETTE)] for index in range(len(runs))]
-    for index, (title, values) in enumerate(panels):
-        heights = [math.nan if value is None else value for value in values]
-        figure.add_bar(
-            x=labels, y=finite(heights), marker_color=colors, name=title, showlegend=False,
-            hovertemplate="%{x}: %{y:,.4g}<extra></extra>", row=index // 4 + 1, col=index % 4 + 1,
+    for index, (title, heights) in enumerate(panels):
+        suffix = "" if index == 0 else str(index + 1)
+        figure.add(
+            {"type": "bar", "x": labels, "y": plotting.values(heights), "name": title, "marker": {"color": colors},
+             "xaxis": f"x{suffix}", "yaxis": f"y{suffix}", "hovertemplate": "%{x}: %{y:,.4g}<extra></extra>"}
         )  # fmt: skip
-    figure.update_yaxes(rangemode="tozero")
-    figure.update_xaxes(tickangle=-20)
-    figure.update_annotations(font_size=plotting.FONT_SIZE)
-    figure.update_layout(plotting.base_layout(560, hovermode="closest", margin={"l": 60, "r": 20, "t": 40, "b": 90}))
+    figure.layout["margin"] = {"l": 60, "r": 20, "t": 40, "b": 90}
     return figure
 
 

@@ -18,12 +18,10 @@ import math
 from typing import Any
 
 import pandas as pd
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from experiments.report import plotting
 from experiments.report.page import Section, html_table, note, percent
-from experiments.report.plotting import figure_html, finite
+from experiments.report.plotting import Figure, figure_html
 
 COLUMNS = ["run_id", "fallback", "silence", "start", "end", "peak_overshoot", "lost_throughput", "rounds_to_recover"]
 
@@ -74,7 +72,7 @@ def fallback_comparison(
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def comparison_figure(table: pd.DataFrame) -> go.Figure:
+def comparison_figure(table: pd.DataFrame) -> Figure:
     """Bars per run (labelled by fallback), one colour per silence: peak overshoot, lost throughput, recovery."""
     labels = list(dict.fromkeys(zip(table.run_id, table.fallback, strict=True)))
     names = [fallback for _, fallback in labels]
@@ -85,18 +83,18 @@ def comparison_figure(table: pd.DataFrame) -> go.Figure:
         ("lost throughput while silent (% of min(Q, D))", "lost_throughput", 100.0),
         ("rounds to recover after (none: never)", "rounds_to_recover", 1.0),
     ]
-    figure = make_subplots(rows=1, cols=3, subplot_titles=[title for title, _, _ in panels], horizontal_spacing=0.07)
+    figure = plotting.grid(1, 3, [title for title, _, _ in panels], 420)
+    figure.layout |= {"barmode": "group", "showlegend": True}
     for index, kind in enumerate(dict.fromkeys(table.silence)):
-        for column_index, (_, column, scale) in enumerate(panels, start=1):
+        for panel, (_, column, scale) in enumerate(panels):
             of_kind = table[table.silence == kind].groupby(["run_id", "fallback"])[column].max()
             heights = [scale * float(of_kind.get(label, math.nan)) for label in labels]
-            figure.add_bar(
-                x=names, y=finite(heights), name=kind, legendgroup=kind, showlegend=column_index == 1,
-                marker_color=plotting.PALETTE[index % len(plotting.PALETTE)], row=1, col=column_index,
+            suffix = "" if panel == 0 else str(panel + 1)
+            figure.add(
+                {"type": "bar", "x": names, "y": plotting.values(heights), "name": kind, "legendgroup": kind,
+                 "showlegend": panel == 0, "marker": {"color": plotting.PALETTE[index % len(plotting.PALETTE)]},
+                 "xaxis": f"x{suffix}", "yaxis": f"y{suffix}"}
             )  # fmt: skip
-    figure.update_yaxes(rangemode="tozero")
-    figure.update_annotations(font_size=plotting.FONT_SIZE)
-    figure.update_layout(plotting.base_layout(400, barmode="group", hovermode="closest"))
     return figure
 
 

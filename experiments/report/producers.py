@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from actors.producers import THROTTLED_COLUMNS
 from experiments.report import plotting
 from experiments.report.page import Section, html_table, note
-from experiments.report.plotting import figure_html, finite
+from experiments.report.plotting import Figure, figure_html, line
 
 PRODUCER = ["run_id", "broker", "client", "topic", "group", "mode"]
 REASON_LABELS = {  # PIP-385's ThrottlingReason, in its order
@@ -137,43 +135,39 @@ def producers_section(summary: pd.DataFrame, per_round: pd.DataFrame) -> Section
     return Section("producers", "Producers and throttling (PIP-385)", body, [held_section])
 
 
-def producers_figure(per_round: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
-    """Each producer's throughput (top) and p99 send latency (bottom, log scale) per round, one column per run
-    on the same scales; one colour and dash per topic."""
+def producers_figure(per_round: pd.DataFrame, labels: dict[str, str]) -> Figure:
+    """Each producer's throughput (top row) and p99 send latency (bottom row, log scale) per round, one column
+    per run; one colour and dash per topic."""
     runs = list(labels)
     topics = list(dict.fromkeys(per_round["topic"]))
-    figure = make_subplots(
-        rows=2, cols=len(runs), shared_xaxes=True, shared_yaxes=True, vertical_spacing=0.08, horizontal_spacing=0.04,
-        subplot_titles=[f"{labels[run_id]}: {what}" for what in ("throughput", "p99 latency") for run_id in runs],
-    )  # fmt: skip
-    for column, run_id in enumerate(runs, start=1):
+    titles = [f"{labels[run_id]}: {what}" for what in ("throughput msgs/s", "p99 latency ms") for run_id in runs]
+    figure = plotting.grid(2, len(runs), titles, 640)
+    figure.layout |= {"showlegend": True, "hovermode": "x unified"}
+    for column, run_id in enumerate(runs):
         for (topic,), lines in per_round[per_round["run_id"] == run_id].groupby(["topic"], sort=False):
             index = topics.index(topic)
-            line = {"color": plotting.PALETTE[index % len(plotting.PALETTE)], "width": 2,
-                    "dash": DASHES[index % len(DASHES)]}  # fmt: skip
-            x = lines["round"].tolist()
-            common = {"name": topic, "legendgroup": topic, "line": line}
-            figure.add_scatter(x=x, y=finite(lines["throughput_msgs_per_s"]), showlegend=column == 1, **common,
-                               row=1, col=column)  # fmt: skip
-            figure.add_scatter(x=x, y=finite(lines["latency_p99_ms"]), showlegend=False, **common, row=2, col=column)
-    figure.update_yaxes(title_text="msgs/s", rangemode="tozero", row=1, col=1)
-    figure.update_yaxes(title_text="ms", type="log", row=2)
-    figure.update_xaxes(title_text="round", row=2)
-    figure.update_annotations(font_size=plotting.FONT_SIZE)
-    figure.update_layout(plotting.base_layout(620))
+            style = {"color": plotting.PALETTE[index % len(plotting.PALETTE)], "width": 2,
+                     "dash": DASHES[index % len(DASHES)]}  # fmt: skip
+            for row, measure in enumerate(("throughput_msgs_per_s", "latency_p99_ms")):
+                panel = row * len(runs) + column + 1
+                axes = {"xaxis": f"x{'' if panel == 1 else panel}", "yaxis": f"y{'' if panel == 1 else panel}"}
+                figure.add(line(lines["round"], lines[measure], topic, style, legendgroup=topic,
+                                showlegend=panel == 1, **axes))  # fmt: skip
+    for panel in range(len(runs) + 1, 2 * len(runs) + 1):
+        figure.layout[f"yaxis{'' if panel == 1 else panel}"] |= {"type": "log", "rangemode": "normal"}
     return figure
 
 
-def held_figure(summary: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
+def held_figure(summary: pd.DataFrame, labels: dict[str, str]) -> Figure:
     """Per topic and run: the seconds throttled by each of PIP-385's five reasons and blocked by the connection,
     stacked."""
     x = [[labels[run_id] for run_id in summary["run_id"]], summary["topic"].tolist()]
-    figure = go.Figure()
+    figure = Figure([], plotting.base_layout(460, barmode="stack", hovermode="closest"))
+    figure.layout |= {"xaxis": plotting.AXIS, "yaxis": {**plotting.AXIS, "title": {"text": "seconds over the run"}}}
     for column in (*THROTTLED_COLUMNS, "connection_blocked_s"):
         name = REASON_LABELS.get(column, "connection blocked")
-        figure.add_bar(x=x, y=finite(summary[column].fillna(0.0)), name=name, marker_color=HELD_COLORS[column])
-    figure.update_yaxes(title_text="seconds over the run", rangemode="tozero")
-    figure.update_layout(plotting.base_layout(440, barmode="stack", hovermode="closest"))
+        figure.add({"type": "bar", "x": x, "y": plotting.values(summary[column].fillna(0.0)), "name": name,
+                    "marker": {"color": HELD_COLORS[column]}})  # fmt: skip
     return figure
 
 

@@ -13,13 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pandas as pd
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from experiments.report import plotting
-from experiments.report.plotting import finite
+from experiments.report.plotting import Figure, line
 
 GROUP = ["run_id", "group", "dimension"]
 
@@ -83,29 +81,24 @@ def allocate_timings(timings: DataFrame) -> DataFrame:
     )
 
 
-def quota_figure(per_round: pd.DataFrame, throttled: pd.DataFrame) -> go.Figure:
+def quota_figure(per_round: pd.DataFrame, throttled: pd.DataFrame) -> Figure:
     """Top: the longest breach per group; middle: throttled seconds per round by reason; bottom: the oldest
     (solid) and the mean (dotted) report age per group, one colour per group."""
-    figure = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06)
+    figure = plotting.stacked([1, 1, 1], 580)
     for index, (group, series) in enumerate(per_round.groupby("group")):
         color = plotting.PALETTE[index % len(plotting.PALETTE)]
         x = series["round"].tolist()
-        common = {"x": x, "legendgroup": group, "line": {"color": color, "width": 1.8}}
-        figure.add_scatter(y=finite(series["breach_age_s"]), name=group, **common, row=1, col=1)
-        figure.add_scatter(y=finite(series["report_age_max_s"]), name=f"{group} oldest", showlegend=False,
-                           **common, row=3, col=1)  # fmt: skip
-        figure.add_scatter(y=finite(series["report_age_mean_s"]), name=f"{group} mean", showlegend=False,
-                           **common | {"line": {"color": color, "width": 1.4, "dash": "dot"}}, row=3, col=1)  # fmt: skip
+        figure.add(line(x, series["breach_age_s"], group, {"color": color, "width": 1.8}, legendgroup=group))
+        figure.add(line(x, series["report_age_max_s"], f"{group} oldest", {"color": color, "width": 1.8}, panel=3,
+                        legendgroup=group, showlegend=False))  # fmt: skip
+        figure.add(line(x, series["report_age_mean_s"], f"{group} mean", {"color": color, "width": 1.4, "dash": "dot"},
+                        panel=3, legendgroup=group, showlegend=False))  # fmt: skip
     rounds = sorted(per_round["round"].unique())
     for index, (reason, series) in enumerate(throttled.groupby("reason")):
         # a round without a row for the reason was not throttled by it: 0, not the last value carried over
         seconds = series.set_index("round")["throttled_s"].reindex(rounds, fill_value=0.0)
-        line = {"shape": "hvh", "width": 2, "color": plotting.PALETTE[-1 - index % len(plotting.PALETTE)]}
-        figure.add_scatter(x=[int(r) for r in rounds], y=finite(seconds), name=f"throttled: {reason}", line=line,
-                           row=2, col=1)  # fmt: skip
-    figure.update_yaxes(title_text="breach age (s)", rangemode="tozero", row=1, col=1)
-    figure.update_yaxes(title_text="throttled (s/round)", rangemode="tozero", row=2, col=1)
-    figure.update_yaxes(title_text="report age (s)", rangemode="tozero", row=3, col=1)
-    figure.update_xaxes(title_text="round", row=3, col=1)
-    figure.update_layout(plotting.base_layout(560))
+        style = {"shape": "hvh", "width": 2, "color": plotting.PALETTE[-1 - index % len(plotting.PALETTE)]}
+        figure.add(line(rounds, seconds, f"throttled: {reason}", style, panel=2))
+    for axis, title in (("yaxis", "breach age (s)"), ("yaxis2", "throttled (s/round)"), ("yaxis3", "report age (s)")):
+        figure.layout[axis] |= {"title": {"text": title}, "rangemode": "tozero"}
     return figure

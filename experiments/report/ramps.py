@@ -10,8 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -19,7 +17,7 @@ from experiments.report import plotting
 from experiments.report.figures import unit
 from experiments.report.metrics import GROUP, GROUP_ROUND
 from experiments.report.page import Section, anchor, note
-from experiments.report.plotting import figure_html, finite
+from experiments.report.plotting import Figure, figure_html, line
 
 PANELS_PER_ROW = 2
 Ramped = tuple[str, str, str, dict[str, Any]]  # run_id, group, dimension, the ramp's settings as written
@@ -54,36 +52,30 @@ def ramp_rounds(rounds: DataFrame, ramped: list[Ramped]) -> tuple[DataFrame, lis
     return table, GROUP_ROUND
 
 
-def ramp_figure(table: pd.DataFrame, ramped: list[Ramped]) -> go.Figure:
+def ramp_figure(table: pd.DataFrame, ramped: list[Ramped]) -> Figure:
     """One panel per ramped group: the pool (a band where the brokers disagree), total usage, sum of limits and
     total demand per round."""
     n_rows = -(-len(ramped) // PANELS_PER_ROW)
-    figure = make_subplots(
-        rows=n_rows, cols=PANELS_PER_ROW, shared_xaxes=True, vertical_spacing=0.12 / max(n_rows - 1, 1) + 0.04,
-        subplot_titles=[_title(ramp, group) for _, group, _, ramp in ramped],
-    )  # fmt: skip
+    figure = plotting.grid(n_rows, PANELS_PER_ROW, [_title(ramp, group) for _, group, _, ramp in ramped],
+                           340 * n_rows + 60)  # fmt: skip
+    figure.layout |= {"showlegend": True, "hovermode": "x unified"}
     for index, (run_id, group, dimension, _) in enumerate(ramped):
-        row, col = index // PANELS_PER_ROW + 1, index % PANELS_PER_ROW + 1
         rows = table[(table.run_id == run_id) & (table.group == group) & (table.dimension == dimension)]
+        axes = {"xaxis": f"x{'' if index == 0 else index + 1}", "yaxis": f"y{'' if index == 0 else index + 1}"}
         x = rows["round"].tolist()
         first = index == 0  # one legend entry per kind of line
         low = {"color": "rgba(0,0,0,0)", "shape": "hv"}
-        figure.add_scatter(x=x, y=finite(rows["pool_min"]), line=low, showlegend=False, hoverinfo="skip",
-                           legendgroup="pool", row=row, col=col)  # fmt: skip
-        figure.add_scatter(x=x, y=finite(rows["pool_max"]), name="pool (band: brokers disagree)", fill="tonexty",
-                           fillcolor="rgba(0,0,0,0.2)", line=plotting.QUOTA, legendgroup="pool", showlegend=first,
-                           row=row, col=col)  # fmt: skip
-        for name, column, line in (
+        figure.add(line(x, rows["pool_min"], "pool, lowest", low, showlegend=False, hoverinfo="skip",
+                        legendgroup="pool", **axes))  # fmt: skip
+        figure.add(line(x, rows["pool_max"], "pool (band: brokers disagree)", plotting.QUOTA, fill="tonexty",
+                        fillcolor="rgba(0,0,0,0.2)", legendgroup="pool", showlegend=first, **axes))  # fmt: skip
+        for name, column, style in (
             ("sum of limits", "limit", plotting.LIMITS),
             ("total demand", "demand", plotting.DEMAND),
             ("total usage", "usage", plotting.USAGE),
         ):
-            figure.add_scatter(x=x, y=finite(rows[column]), name=name, line=line, legendgroup=name,
-                               showlegend=first, row=row, col=col)  # fmt: skip
-        figure.update_yaxes(title_text=unit(dimension), rangemode="tozero", row=row, col=col)
-    figure.update_xaxes(title_text="round", row=n_rows)
-    figure.update_annotations(font_size=plotting.FONT_SIZE - 1)
-    figure.update_layout(plotting.base_layout(340 * n_rows + 60))
+            figure.add(line(x, rows[column], name, style, legendgroup=name, showlegend=first, **axes))
+        figure.layout[axes["yaxis"].replace("y", "yaxis", 1)]["title"] = {"text": unit(dimension)}
     return figure
 
 

@@ -76,11 +76,8 @@ def _stretches(run_id: str, per_round: pd.DataFrame, events: pd.DataFrame) -> li
             stretches[-1] = (stretches[-1][0], value, stretches[-1][2])
             continue
         before = marks[marks["round"] <= value]
-        cause = (
-            "from the start"
-            if before.empty
-            else f"after the {before.iloc[-1]['kind']} at round {before.iloc[-1]['round']}"
-        )
+        latest = None if before.empty else before.iloc[-1]
+        cause = "at the start" if latest is None else f"after the {latest['kind']} at round {latest['round']}"
         stretches.append((value, value, cause))
     return stretches
 

@@ -138,7 +138,7 @@ def test_report_html_opens_with_its_conclusion_then_contents_comparison_and_figu
     page = report.read_text()
     assert report.name == "report.html"
     conclusion = page[page.index('<p class="conclusion">') :].split("</p>")[0]
-    # r2 (pulsar) holds the quota... no: both go over (120 and 140 over 100 in rounds 0-1); r1 peaks lower
+    # both go over the quota in rounds 0-1 (120 and 140 against 100); r1 (pip82-equal) peaks lower
     assert "No policy holds the quota here" in conclusion and "pip82-equal comes closest" in conclusion
     assert "up to 20.0% over the quota" in conclusion and "at the start (2 rounds from 0 to 1)" in conclusion
     assert "pulsar goes over: up to 40.0% over the quota" in conclusion

@@ -57,7 +57,6 @@ CRASHED = range(100, 110)  # broker-3 is absent
 
 def write_synthetic_run(run_dir: Path, brokers_n: int, groups_n: int, rounds_n: int, seed: int = 82) -> int:
     """Write the run; returns the number of `rounds` rows."""
-    global BROKERS, GROUPS, ROUNDS
     BROKERS, GROUPS, ROUNDS = brokers_n, groups_n, rounds_n
     rng = np.random.default_rng(seed)
     brokers = np.array([f"broker-{b}" for b in range(BROKERS)])
@@ -121,9 +120,9 @@ def write_synthetic_run(run_dir: Path, brokers_n: int, groups_n: int, rounds_n: 
         table = pa.table({name: np.concatenate([part[name] for part in batch]) for name in batch[0]})
         pq.write_table(table, run_dir / "rounds" / f"part-{start // ROUNDS_PER_PART:05d}.parquet")
         rows += table.num_rows
-    _write_messages(run_dir, rng)
+    _write_messages(run_dir, rng, BROKERS, GROUPS, ROUNDS)
     _write_events(run_dir)
-    _write_throttles_and_timings(run_dir, parts, rng)
+    _write_throttles_and_timings(run_dir, parts, rng, BROKERS, ROUNDS)
     (run_dir / "producers").mkdir()  # no producers: the table is empty
     manifest = {
         "run_id": run_dir.name,
@@ -138,7 +137,7 @@ def write_synthetic_run(run_dir: Path, brokers_n: int, groups_n: int, rounds_n: 
     return rows
 
 
-def _write_messages(run_dir: Path, rng: np.random.Generator) -> None:
+def _write_messages(run_dir: Path, rng: np.random.Generator, BROKERS: int, GROUPS: int, ROUNDS: int) -> None:
     rounds, brokers = np.meshgrid(np.arange(ROUNDS, dtype=np.int32), np.arange(BROKERS), indexing="ij")
     n = rounds.size
     published = rng.integers(2_000, 6_000, size=n)
@@ -175,7 +174,13 @@ def _write_events(run_dir: Path) -> None:
     pq.write_table(table, run_dir / "events" / "part-00000.parquet")
 
 
-def _write_throttles_and_timings(run_dir: Path, parts: list[dict[str, np.ndarray]], rng: np.random.Generator) -> None:
+def _write_throttles_and_timings(
+    run_dir: Path,
+    parts: list[dict[str, np.ndarray]],
+    rng: np.random.Generator,
+    BROKERS: int,
+    ROUNDS: int,
+) -> None:
     """`throttles`: the throttled rows, one reason; `timings`: a broker's allocate phase, ~1 ms."""
     rounds = pa.concat_tables(pa.table(part) for part in parts)
     throttled = rounds.filter(pc.greater(rounds["throttled_s"], 0.0))
@@ -221,7 +226,9 @@ def report_wall_s(code: Path, run_dirs: list[Path], out: Path) -> float:
     return time.perf_counter() - start
 
 
-def run(repeat: int, workloads: list[str]) -> dict:
+def run(repeat: int = 1, workloads: list[str] | None = None) -> dict:
+    """Measure each workload (default: all) `repeat` times with both codes; save and print the results."""
+    workloads = workloads or list(WORKLOADS)
     result: dict = {"master": MASTER, "baseline": BASELINE, "repeat": repeat, "targets": TARGETS, "workloads": {}}
     load_before = loadavg_1m()
     with tempfile.TemporaryDirectory(prefix="bench-report-") as scratch_name:

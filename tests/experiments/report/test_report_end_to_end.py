@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -14,6 +13,7 @@ from experiments.cli import main
 from experiments.errors import UserError
 from experiments.report import build_report
 from experiments.report.command import default_out
+from tests.browser import load_in_browser
 
 from .tables import event_row, messages_row, rounds_row, write_run
 
@@ -159,24 +159,9 @@ def test_report_html_opens_with_its_conclusion_then_contents_comparison_and_figu
 
 @pytest.mark.spark
 def test_report_page_loads_in_chromium_without_console_errors(report, tmp_path):
-    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    if browser is None:
-        pytest.skip("chromium is not installed (CI installs it with apt in .ci/run)")
-    dom, console = load_in_browser(browser, report, tmp_path)
+    dom, console = load_in_browser(report, tmp_path)
     assert dom.count("plot-container plotly") == report.read_text().count('class="figure"') == 9, "all drawn"
     assert console == [], console  # an uncaught error, console.error or a plotly.js warning all land here
-
-
-def load_in_browser(browser: str, page: Path, profile: Path) -> tuple[str, list[str]]:
-    """The DOM of `page` after its scripts ran, and the console lines chromium logged, headless."""
-    command = [
-        browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", f"--user-data-dir={profile / 'chromium'}",
-        "--enable-logging=stderr", "--v=0", "--virtual-time-budget=15000", "--dump-dom", page.resolve().as_uri(),
-    ]  # fmt: skip
-    finished = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    console = [line for line in finished.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
-    return finished.stdout, console
 
 
 def test_cli_passes_the_runs_out_and_master_and_prints_the_page(tmp_path, monkeypatch, capsys):

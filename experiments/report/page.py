@@ -26,7 +26,7 @@ table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em }
 .wide { display: block; overflow-x: auto; max-width: 100% }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: right; vertical-align: top }
 th { background: #f0f0f0; font-weight: 600 } .text { text-align: left } td { white-space: nowrap }
-td.text:last-child { white-space: normal; min-width: 16em }
+td:last-child { white-space: normal }
 .conclusion { font-size: 1.08em; background: #f5f8fc; border-left: 4px solid #0072B2; padding: 0.6em 1em }
 .note { color: #555; font-size: 0.92em } dt { font-weight: bold; margin-top: 0.5em }
 nav.toc { columns: 2; font-size: 0.95em } nav.toc ul { margin: 0.3em 0 } nav.toc li { break-inside: avoid }

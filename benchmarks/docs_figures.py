@@ -111,7 +111,9 @@ def _report() -> list[Row]:
             (
                 f"`quotalab report`, {measured['runs']} run(s), {measured['rounds_rows']:,} rounds rows, "
                 f"{data['master']}, JVM start included (`bench_report.py`)",
-                f"{measured['now_s']:.1f} s ({measured['now_seconds_per_million_rows']:.1f} s per million rows); "
+                f"{measured['now_s']:.1f} s"
+                + (f" ({measured['now_seconds_per_million_rows']:.1f} s per million rows)" if name != "demo" else "")
+                + "; "
                 f"{measured['baseline_over_now']:.1f}x faster than at {data['baseline']} "
                 f"({measured['baseline_s']:.1f} s in the same run)",
                 target,

@@ -114,7 +114,7 @@ def _report() -> list[Row]:
                 f"{measured['now_s']:.1f} s"
                 + (f" ({measured['now_seconds_per_million_rows']:.1f} s per million rows)" if name != "demo" else "")
                 + "; "
-                f"{measured['baseline_over_now']:.1f}x faster than at {data['baseline']} "
+                f"{measured['baseline_over_now']:.2f}x the speed of {data['baseline']} "
                 f"({measured['baseline_s']:.1f} s in the same run)",
                 target,
                 _when(data),

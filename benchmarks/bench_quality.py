@@ -71,12 +71,13 @@ from quality_suite import (
 )
 from tqdm import tqdm
 
-from allocator.policies import POLICIES
+from allocator.policies import POLICIES, RECOMMENDED
 from experiments.scenario import parse_scenario
 
 RESULTS = results_path("quality")
 MARKDOWN = RESULTS.with_suffix(".md")
 POLICIES_DOC = ROOT / "docs" / "policies.md"  # its `quality` section holds the tables of the whole suite
+README = ROOT / "README.md"  # its `quality-summary` section, the recommended policy's worst rounds
 MASTER = "local[2]"
 MET = "✓"
 
@@ -227,6 +228,23 @@ def group_cells(complete: list[Case], per_run: dict[str, dict[str, Any]], key: C
     return {name: pooled(runs) for name, runs in grouped.items()}
 
 
+def worst_summary(by_loss: list[dict[str, Any]], policy: str = RECOMMENDED) -> str:
+    """The recommended policy's worst rounds, a sentence per mode: what the README quotes."""
+    sentences = []
+    for mode in ("lockstep", "realtime"):
+        cells = [cell for cell in by_loss if (cell["mode"], cell["policy"]) == (mode, policy)]
+        if not cells:
+            continue
+        peaks = ", ".join(f"{100 * cell['peak_overshoot_worst']:.1f}% at {cell['loss']} loss" for cell in cells)
+        over = max(cell["over_quota_per_100_worst"] for cell in cells)
+        converge = max(cell["rounds_to_converge"] for cell in cells)
+        sentences.append(
+            f"{mode}, the worst round of any group {peaks}; at most {over:.1f} rounds in 100 more than 5% over "
+            f"the quota for any group; {converge:.2f} rounds to converge on average at worst"
+        )
+    return "; ".join(sentences) + " ([the tables](docs/policies.md#quality-suite))."
+
+
 AGREEMENT_DISTURBANCES = ("join", "clean-leave", "crash")
 
 
@@ -356,7 +374,10 @@ def main() -> None:
     tables = markdown.split("### Per disturbance")[0]
     save_results(RESULTS, result, tables, *failures)
     replace_marked(POLICIES_DOC, "quality", tables)
-    print(f"saved {MARKDOWN.relative_to(ROOT)} and the tables of {POLICIES_DOC.relative_to(ROOT)}")
+    replace_marked(README, "quality-summary", worst_summary(result["by_loss"]))
+    print(
+        f"saved {MARKDOWN.relative_to(ROOT)}, the tables of {POLICIES_DOC.relative_to(ROOT)} and the README's summary"
+    )
 
 
 def _names(kind: str, known: Iterable[str]) -> Callable[[str], tuple[str, ...]]:

@@ -90,14 +90,17 @@ def save_results(path: Path, result: dict[str, Any], *lines: str, announce: bool
 
 
 def replace_marked(path: Path, name: str, text: str) -> None:
-    """Put `text` between the markers `<!-- name:begin -->` and `<!-- name:end -->` of the document `path`: the
-    way a benchmark's figures reach the docs, never copied by hand."""
+    """Put `text` between the markers `<!-- name:begin -->` and `<!-- name:end -->` of the document `path`, indented
+    as the begin marker is (a section inside a list item stays in it): the way a benchmark's figures reach the
+    docs, never copied by hand."""
     begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
     document = path.read_text()
     head, found, rest = document.partition(begin)
     if not found or end not in rest:
         raise ValueError(f"{path.relative_to(ROOT)} has no {begin} ... {end} section")
-    path.write_text(head + begin + "\n" + text.strip() + "\n" + end + rest.partition(end)[2])
+    indent = head[head.rfind("\n") + 1 :]
+    body = "".join(f"{indent}{line}\n" if line else "\n" for line in text.strip().splitlines())
+    path.write_text(head + begin + "\n" + body + indent + end + rest.partition(end)[2])
 
 
 PHASES = ("admit", "build_reports", "receive", "cleanup", "allocate")

@@ -13,16 +13,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tqdm import tqdm
-
 from actors.backends import make_backend
 from actors.lockstep import run_lockstep
 from actors.plan import Plan
 from actors.telemetry import TelemetryWriter
+from experiments import catalog, prerequisites
 from experiments.errors import UserError
 from experiments.final_table import final_table
 from experiments.plan import build_plan
-from experiments.scenario import load_scenario, parse_override
+from experiments.progress import progress as progress_bar
+from experiments.scenario import apply_overrides, parse_override, parse_scenario, read_scenario
 from experiments.scenario.keys import shared_key_warning
 from experiments.scenario.spec import Scenario
 
@@ -83,7 +83,9 @@ def run_scenario(
     if warning := shared_key_warning(scenario):
         print(f"warning: {warning}", file=sys.stderr)
     for key, url in _given_redis_urls(plan):
-        _check_redis(key, url)
+        prerequisites.check_redis(url, key)
+    if address is not None and scenario.backend == "ray":
+        prerequisites.check_ray_address(address)
     backend = make_backend(scenario.backend, address)
     manifest = {
         "scenario_name": scenario.name,
@@ -107,7 +109,7 @@ def run_scenario(
         if progress:
             print(f"metrics: {server.url}", file=sys.stderr)
     capturing = None if capture is None else _capture_writer(capture, scenario, plan)
-    bar = tqdm(total=scenario.rounds, desc=scenario.name, unit="round", disable=not progress, leave=False)
+    bar = progress_bar(scenario.rounds, scenario.name, "rounds", enabled=progress)
     status = "failed"
     restore = _terminate_as_interrupt()
     try:
@@ -161,17 +163,6 @@ def _given_redis_urls(plan: Plan) -> list[tuple[str, str]]:
     return [(key, url) for url, key in keys.items()]
 
 
-def _check_redis(key: str, url: str) -> None:
-    """A run on Redis starts only if Redis answers (mid-run, the brokers ride out an outage)."""
-    from actors.redis_consensus import ping
-    from allocator.node.consensus import StoreUnreachableError
-
-    try:
-        ping(url)
-    except StoreUnreachableError as error:
-        raise UserError(f"{key}: {error}") from None
-
-
 def _terminate_as_interrupt() -> Callable[[], None]:
     """While a run goes, SIGTERM (a scheduler stopping the driver) ends it like Ctrl-C: the buffered rows are
     flushed and the manifest says `interrupted`. Returns what restores the previous handler."""
@@ -191,11 +182,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run one scenario and write its telemetry",
         description="Run one scenario file. Telemetry (Parquet) and manifest.json go to the run directory.",
     )
-    parser.add_argument("scenario", type=Path, help="scenario YAML file (see experiments/scenarios/)")
+    parser.add_argument(
+        "scenario", help="a scenario file, or the name of a shipped one (`quotalab scenarios` lists them)"
+    )
     parser.add_argument("--backend", choices=["local", "ray"], help="override the scenario's backend")
     parser.add_argument("--mode", choices=["lockstep", "realtime"], help="override the scenario's mode")
     parser.add_argument("--seed", type=int, help="override the scenario's seed")
-    parser.add_argument("--rounds", type=int, help="override the number of rounds")
+    parser.add_argument(
+        "--rounds", type=_positive, metavar="N", help="run only the first N rounds (later events are dropped)"
+    )
     parser.add_argument(
         "--set",
         metavar="KEY=VALUE",
@@ -235,19 +230,81 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_handle)
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of rounds, 1 or more")
+    return int(text)
+
+
 def _port(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 65535:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a TCP port, 1 to 65535")
     return int(text)
 
 
+def load_for_run(text: str, overrides: dict[str, object], rounds: int | None) -> Scenario:
+    """The scenario `text` names (a path or a shipped name), with `overrides`, cut to `rounds` when given:
+    events from round `rounds` on and brokers that would join then are dropped, with a note on stderr."""
+    path = catalog.scenario_file(text)
+    data = read_scenario(path)
+    if catalog.is_sweep(data):
+        raise UserError(f"{text}: a sweep file (it names a base scenario to vary); run it with: quotalab sweep {text}")
+    data = apply_overrides(data, overrides)
+    if rounds is not None:
+        data = shortened(data, rounds)
+    return parse_scenario(data, str(path))
+
+
+def shortened(data: dict, rounds: int) -> dict:
+    """The raw scenario cut to its first `rounds` rounds (see `load_for_run`)."""
+    brokers = data.get("brokers")
+    late = set()
+    if isinstance(brokers, list):
+        late = {b.get("name") for b in brokers if isinstance(b, dict) and _round(b.get("join_at")) >= rounds}
+        brokers = [b for b in brokers if not (isinstance(b, dict) and b.get("name") in late)]
+    events = data.get("events")
+    dropped: list[str] = []
+    if isinstance(events, list):
+        kept = []
+        for event in events:
+            at = _round(event.get("at")) if isinstance(event, dict) else -1
+            if at >= rounds or late & _names_in(event):
+                dropped.append(str(at))
+            else:
+                kept.append(event)
+        events = kept
+    notes = [f"{len(dropped)} event(s) dropped (at {', '.join(dropped)})"] if dropped else []
+    notes += [f"broker(s) joining later left out: {', '.join(sorted(map(str, late)))}"] if late else []
+    if notes:
+        print(f"--rounds {rounds}: {'; '.join(notes)}", file=sys.stderr)
+    cut = {**data, "rounds": rounds}
+    if isinstance(data.get("events"), list):
+        cut["events"] = events
+    if isinstance(data.get("brokers"), list):
+        cut["brokers"] = brokers
+    return cut
+
+
+def _names_in(event: object) -> set[str]:
+    """The strings an event names, one level deep (`crash: broker-5`, `demand: {broker: broker-5, ...}`)."""
+    if not isinstance(event, dict):
+        return set()
+    values = [v for value in event.values() for v in (value.values() if isinstance(value, dict) else [value])]
+    return {value for value in values if isinstance(value, str)}
+
+
+def _round(value: object) -> int:
+    """A round number as written in the file (anything else sorts first: the full check comes later)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
+
+
 def _handle(args: argparse.Namespace) -> int:
-    options = {key: getattr(args, key) for key in ("backend", "mode", "seed", "rounds")}
+    options = {key: getattr(args, key) for key in ("backend", "mode", "seed")}
     overrides = dict(map(parse_override, args.set))  # the values read as YAML, as strictly as a file
     overrides |= {key: value for key, value in options.items() if value is not None}
     if args.redis_url is not None:
         overrides |= {"channel.transport": "redis", "channel.redis_url": args.redis_url}
-    scenario = load_scenario(args.scenario, overrides)
+    scenario = load_for_run(args.scenario, overrides, args.rounds)
     if args.address and scenario.backend != "ray":
         scenario = dataclasses.replace(scenario, backend="ray")
     metrics = None if args.metrics_port is None else MetricsAddress(args.metrics_port, args.metrics_host)

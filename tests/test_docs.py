@@ -74,3 +74,16 @@ def test_the_policies_quality_tables_are_the_saved_results():
     saved = (ROOT / "benchmarks" / "results" / "quality.md").read_text().split("### Per disturbance")[0].strip()
     section = (ROOT / "docs" / "policies.md").read_text().split("<!-- quality:begin -->")[1]
     assert section.split("<!-- quality:end -->")[0].strip() == saved
+
+
+def test_the_readme_quotes_the_saved_worst_rounds():
+    import json
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_quality import worst_summary
+
+    saved = json.loads((ROOT / "benchmarks" / "results" / "quality.json").read_text())
+    section = (ROOT / "README.md").read_text().split("<!-- quality-summary:begin -->")[1]
+    quoted = " ".join(section.split("<!-- quality-summary:end -->")[0].split())
+    assert quoted == " ".join(worst_summary(saved["by_loss"]).split())

@@ -40,6 +40,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from allocator.policies.waterfill import max_min_fair
+from experiments.report.session import pandas_3_accepted
 
 GROUP = ["run_id", "group", "dimension"]
 GROUP_ROUND = [*GROUP, "round"]
@@ -78,12 +79,13 @@ def broker_rounds(rounds: DataFrame) -> DataFrame:
     in window functions would duplicate `allocator.policies.waterfill`, the very function the `fair-share` policy runs.
     So a grouped pandas UDF calls `max_min_fair` once per (run, group, dimension), on all its rounds at once.
     """
-    return (
-        rounds.select(*BROKER_ROUND, "t_s", "quota", *_SUMMED)
-        .groupBy(*GROUP)
-        .applyInPandas(_water_fill, schema=BROKER_ROUNDS_SCHEMA)
-        .select(*BROKER_ROUNDS_SCHEMA.fieldNames())
-    )
+    with pandas_3_accepted():
+        return (
+            rounds.select(*BROKER_ROUND, "t_s", "quota", *_SUMMED)
+            .groupBy(*GROUP)
+            .applyInPandas(_water_fill, schema=BROKER_ROUNDS_SCHEMA)
+            .select(*BROKER_ROUNDS_SCHEMA.fieldNames())
+        )
 
 
 def _water_fill(cells: pd.DataFrame) -> pd.DataFrame:
@@ -334,11 +336,12 @@ def run_bandwidth(bandwidth_per_round: DataFrame) -> DataFrame:
     )
 
 
-def broker_limits(rounds: DataFrame, groups: DataFrame) -> DataFrame:
-    """Each broker's limit per round, for the few (run, group, dimension) rows of `groups` (for the figures)."""
+def broker_limits(rounds: DataFrame, groups: DataFrame | None) -> DataFrame:
+    """Each broker's limit per round, for the few (run, group, dimension) rows of `groups` (for the figures);
+    None: every group."""
+    chosen = rounds if groups is None else rounds.join(F.broadcast(groups.select(*GROUP)), on=GROUP, how="inner")
     return (
-        rounds.join(F.broadcast(groups.select(*GROUP)), on=GROUP, how="inner")
-        .groupBy(*GROUP_ROUND, "broker")
+        chosen.groupBy(*GROUP_ROUND, "broker")
         .agg(F.sum("limit").alias("limit"))
         .select(*GROUP_ROUND, "broker", "limit")
     )

@@ -48,7 +48,7 @@ def test_a_sweep_runs_ranks_and_prints_the_best_configuration(ray_session, spark
     assert sorted(ranking["policy.params.steal_fraction"]) == [0.25, 0.75]
     assert len(pd.read_csv(out / "runs.csv")) == 4
     page = (out / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 2  # the Pareto figure and one parameter's effects
+    assert page.count('class="figure"') == 2  # the Pareto figure and one parameter's effects
 
     fragment = printed[printed.index("policy:") : printed.index("ranking:")]
     steal_fraction = best["overrides"]["policy.params.steal_fraction"]

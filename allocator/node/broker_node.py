@@ -278,6 +278,7 @@ class BrokerNode:
             silent=silent & present,
             has_roster=table.has_roster,
             acknowledged=self.roster_acknowledged,
+            loss=self.loss_meter.loss,
         )
 
     def _brokers_in_view(self) -> np.ndarray:

@@ -36,7 +36,8 @@ class PeerView:
     `listed` says where the membership registry lists the slot's broker as serving the group (all False in a
     run without a registry: `has_roster`), heard or not; `acknowledged` that every live broker has read the
     registry's listing of the groups this broker started serving; `silent` marks present entries of others not
-    refreshed for a forced-report cycle (`force_every` intervals) at the last cleanup.
+    refreshed for a forced-report cycle (`force_every` intervals) at the last cleanup; `loss` is the share of its
+    peers' reports this broker measures as lost (`allocator.node.loss_meter`).
     """
 
     usage: np.ndarray  # [G, K, D] per second
@@ -46,6 +47,7 @@ class PeerView:
     silent: np.ndarray  # [G, K]
     has_roster: bool
     acknowledged: bool = False
+    loss: float = 0.0
 
     @property
     def others_present(self) -> np.ndarray:

@@ -54,8 +54,9 @@ class SafeHooks(Hooks):
 
     def allocate(self, pool: np.ndarray, view: PeerView, limit: np.ndarray, serving: np.ndarray) -> np.ndarray:
         """Per dimension: the fair share of every broker of the view (the listed ones never heard wanting the whole
-        pool), each peer counted at what it is known to hold (`counting`), the rule; a newcomer keeps its start
-        limit while it listens. A limit under its fair share asks for a report every round."""
+        pool), each peer counted at what it is known to hold (`counting`), the rule; a rise taken at the pace news
+        travels (`start.paced`); a newcomer keeps its start limit while it listens. A limit under its fair share
+        asks for a report every round."""
         unheard = view.listed & ~view.present
         present = view.present | unheard
         new_limit = np.empty_like(limit)
@@ -70,6 +71,7 @@ class SafeHooks(Hooks):
             )
             new_limit[:, d] = self.rule(pool[:, d], limit[:, d], counted, wants, present)
             held |= new_limit[:, d] < (1.0 - HELD_TOLERANCE) * fair_share[:, OWN]
+        new_limit = start.paced(limit, new_limit, view.loss)
         self.unacknowledged = (self.unacknowledged | (self.rounds_served == 0)) & serving & (not view.acknowledged)
         self.listening = start.listening(self.unacknowledged, self.rounds_served, view.has_roster) & serving
         new_limit = np.where(self.listening[:, None], np.minimum(new_limit, limit), new_limit)

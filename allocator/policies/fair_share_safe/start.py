@@ -1,5 +1,6 @@
-"""Where fair-share-safe's limit starts, and how long it stays there: a broker new to a group takes only the
-room it knows is free, until the others know it is there."""
+"""Where fair-share-safe's limit starts, how long it stays there, and how fast it rises: a broker new to a group
+takes only the room it knows is free, until the others know it is there; any broker takes freed room at the pace
+news of it travels."""
 
 from __future__ import annotations
 
@@ -31,3 +32,15 @@ def listening(unacknowledged: np.ndarray, rounds_served: np.ndarray, has_roster:
     the same round, on timers within an interval, later for a broker that lags); without one, for its first
     `LISTEN_ALLOCATIONS` allocations."""
     return unacknowledged if has_roster else rounds_served < LISTEN_ALLOCATIONS
+
+
+def paced(limit: np.ndarray, new_limit: np.ndarray, loss: float) -> np.ndarray:
+    """[G, D] `new_limit` with each rise above `limit` cut to the share `1 - loss` of it (`loss`: the share of its
+    peers' reports this broker measures as lost; a cut applies at once).
+
+    Room freed by a peer is free for every broker whose share grew, but when a report is lost brokers disagree on
+    whose share grew: two that each think the room is theirs take it twice. A rise taken at the pace reports
+    arrive leaves that room for the broker whose news was lost: without loss a broker takes its whole rise, at
+    30% loss 70% of it a round (the rest the next rounds)."""
+    rise = np.maximum(new_limit - limit, 0.0)
+    return new_limit - loss * np.where(np.isfinite(rise), rise, 0.0)

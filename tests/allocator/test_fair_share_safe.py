@@ -15,7 +15,7 @@ from test_broker_node import MSGS, T0, exchange, node, payloads
 from allocator.node.broker_node import MIN_LIMIT, BrokerNode
 from allocator.node.node_settings import NodeSettings
 from allocator.policies import POLICIES, RECOMMENDED, bind, describe, step
-from allocator.policies.fair_share_safe.start import start_limit
+from allocator.policies.fair_share_safe.start import paced, start_limit
 from allocator.policies.hooks import PeerView
 from allocator.policies.waterfill import max_min_fair
 from allocator.wire.codec import decode_report
@@ -142,6 +142,20 @@ def test_a_node_joining_starts_at_the_residual_it_heard_and_listens_an_allocatio
     deaf = node("e", [100.0], policy=SAFE)
     deaf.admit(np.array([30.0]), np.array([100.0]), T0)
     assert deaf.limit[0, 0] == MIN_LIMIT  # heard nobody yet
+
+
+@pytest.mark.parametrize(
+    ("limit", "new_limit", "loss", "expected"),
+    [
+        (10.0, 22.5, 0.0, 22.5),  # no loss: the whole rise at once
+        (10.0, 22.5, 0.3, 18.75),  # 30% of the peers' reports lost: 70% of the rise this round
+        (30.0, 20.0, 0.3, 20.0),  # a cut applies at once
+        (np.inf, np.inf, 0.3, np.inf),  # unlimited stays so
+        (10.0, np.inf, 0.3, np.inf),
+    ],
+)
+def test_a_rise_is_taken_at_the_pace_reports_arrive(limit, new_limit, loss, expected):
+    assert paced(np.array([[limit]]), np.array([[new_limit]]), loss)[0, 0] == expected
 
 
 # -- the roster: room for the peers not heard yet ---------------------------------------------------------

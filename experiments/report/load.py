@@ -129,9 +129,7 @@ def _read_manifest(run_dir: Path) -> dict[str, Any]:
     return manifest
 
 
-def _checked_parts(
-    run_dir: Path, name: str, checker: preflight.PartChecker, run_id: str
-) -> list[tuple[Path, int]]:
+def _checked_parts(run_dir: Path, name: str, checker: preflight.PartChecker, run_id: str) -> list[tuple[Path, int]]:
     """The part files of table `name` with their row counts, each checked to have the table's columns and only
     `run_id` in its rows."""
     table_dir = run_dir / name

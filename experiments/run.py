@@ -189,7 +189,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--mode", choices=["lockstep", "realtime"], help="override the scenario's mode")
     parser.add_argument("--seed", type=int, help="override the scenario's seed")
     parser.add_argument(
-        "--rounds", type=_positive, metavar="N", help="run only the first N rounds (later events are dropped)"
+        "--rounds", type=int, metavar="N", help="run only the first N rounds (later events are dropped)"
     )
     parser.add_argument(
         "--set",
@@ -230,12 +230,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_handle)
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of rounds, 1 or more")
-    return int(text)
-
-
 def _port(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 65535:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a TCP port, 1 to 65535")
@@ -250,8 +244,8 @@ def load_for_run(text: str, overrides: dict[str, object], rounds: int | None) ->
     if catalog.is_sweep(data):
         raise UserError(f"{text}: a sweep file (it names a base scenario to vary); run it with: quotalab sweep {text}")
     data = apply_overrides(data, overrides)
-    if rounds is not None:
-        data = shortened(data, rounds)
+    if rounds is not None:  # checked with the rest of the file: `rounds: must be >= 1, got 0`
+        data = shortened(data, rounds) if rounds >= 1 else {**data, "rounds": rounds}
     return parse_scenario(data, str(path))
 
 

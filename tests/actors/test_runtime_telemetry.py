@@ -194,7 +194,8 @@ def test_ctrl_c_leaves_readable_tables_and_an_interrupted_manifest(tmp_path, mon
     # one of rounds 0-9 before the flush at round 19 hands over the next; the manifest counts what is on disk
     on_disk = seen["manifest"]["rounds_completed"]
     assert seen["manifest"]["status"] == "running" and on_disk in (10, 20)
-    assert sorted(seen["rounds"]["round"].unique()) == list(range(on_disk))
+    written = sorted(seen["rounds"]["round"].unique())  # read just after the manifest: a batch may land between
+    assert written == list(range(len(written))) and on_disk <= len(written) <= 20  # never behind the count
 
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and manifest["rounds_completed"] == 26

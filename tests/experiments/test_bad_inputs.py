@@ -647,7 +647,7 @@ def test_bad_option_is_one_line(tmp_path, capsys, options, message):
 
 def test_missing_scenario_file(tmp_path, capsys):
     path = tmp_path / "nowhere.yaml"
-    assert refusal(capsys, ["run", str(path)]) == f"quotalab run: {path}: no such file"
+    assert refusal(capsys, ["run", str(path)]).startswith(f"quotalab run: {path}: no such file")
 
 
 def test_a_scenario_that_is_a_directory(tmp_path, capsys):

@@ -42,8 +42,10 @@ def render_sweep(summary: dict[str, Any], ranking: Ranking, objective: Objective
         "<h2>Best configuration</h2>",
         f'<p class="note">Rank 1 of {len(summary["ranked"])}. Paste into the base scenario:</p>',
         f"<pre>{escape(summary['best']['fragment'])}</pre>",
+        *_conditions(summary, objective),
         "<h2>Ranking</h2>",
-        f'<p class="note">{escape(RANKING_RULE)} Means over seeds &plusmn; sample standard deviation.</p>',
+        f'<p class="note">{escape(RANKING_RULE)} Objectives: the {summary["aggregate"]} over every condition and '
+        "seed &plusmn; the sample standard deviation over the runs.</p>",
         _ranking_table(ranking.table, objective, parameters),
         "<h2>Pareto front</h2>",
         '<p class="note">A configuration is on the front when no other is at least as good on every objective and '
@@ -65,6 +67,20 @@ def render_sweep(summary: dict[str, Any], ranking: Ranking, objective: Objective
     metric_items = "".join(f"<dt>{escape(name)}</dt><dd>{escape(text)}</dd>" for name, text in METRICS.items())
     parts.append(f"<h2>Metrics</h2><dl>{metric_items}</dl></body></html>")
     return "\n".join(parts)
+
+
+def _conditions(summary: dict[str, Any], objective: Objective) -> list[str]:
+    """The best candidate's objectives under each condition (its value over that condition's seeds)."""
+    if len(summary["conditions"]) < 2:
+        return []
+    values = summary["best"]["conditions"]
+    rows = [
+        [condition_id, _value(keys), *[_mean_std(values[condition_id][name], None) for name in objective.names]]
+        for condition_id, keys in summary["conditions"].items()
+    ]
+    note = f"The best candidate's objectives under each condition: the {summary['aggregate']} over its seeds."
+    header = ["condition", "keys", *objective.names]
+    return ["<h3>Under each condition</h3>", f'<p class="note">{note}</p>', html_table(header, rows, text_columns=2)]
 
 
 def _ranking_table(table: pd.DataFrame, objective: Objective, parameters: list[str]) -> str:
@@ -89,7 +105,7 @@ def _value(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _mean_std(mean: float, std: float) -> str:
-    if pd.isna(mean):
+def _mean_std(mean: float | None, std: float | None) -> str:
+    if mean is None or pd.isna(mean):
         return "—"
-    return f"{mean:.4g}" if pd.isna(std) else f"{mean:.4g} ± {std:.2g}"
+    return f"{mean:.4g}" if std is None or pd.isna(std) else f"{mean:.4g} ± {std:.2g}"

@@ -1,0 +1,176 @@
+"""Where a sweep's runs live: the run directories on the driver's machine, and the Spark session that measures
+them.
+
+A run directory is `runs_dir/<run_id>/`: the run's telemetry, `manifest.json`, and `sweep-run.json` (the
+sweep, candidate, knobs, condition, seed and `fixed` it was run with, then its metrics once measured). A trial
+runs its scenario in a scratch directory of whatever node it is on and sends the files here (`put`): they are
+written under `.<run_id>.partial/` and renamed to `<run_id>/`, so every run directory is on the driver's disk
+(the nodes of a cluster need no shared storage) and appears whole or not at all. `measure` then computes the
+runs' metrics with the report module's Spark jobs (`rank.collect_run_metrics`) and writes them into their
+records. A run counts as done when its manifest says `complete` and its record matches the plan and holds its
+metrics; anything else at its place (a run made from other settings, a run interrupted, a run not measured)
+is replaced when the run is done again.
+
+`RunStore` is a plain class (usable in-process); a sweep on Ray holds one as an actor on the driver's node
+(`store_actor`), which every trial calls: one SparkSession for the whole sweep, started at the first `measure`.
+A store lives for one `quotalab sweep` command, so its `tally` is what that command ran, found complete and saw
+fail (the driver shows it as the progress bar).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from experiments.sweep.expand import Configuration, PlannedRun, SweepPlan
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+RECORD = "sweep-run.json"
+Metrics = dict[str, float | None]
+
+
+def run_record(plan: SweepPlan, run: PlannedRun) -> dict[str, Any]:
+    """What `sweep-run.json` holds for `run` before its metrics: what the run was made from."""
+    record = {
+        "sweep": plan.sweep.name,
+        "run_id": run.run_id,
+        "config_id": run.config_id,
+        "knobs": run.knobs,
+        "condition": run.condition.overrides,
+        "condition_id": run.condition.condition_id,
+        "seed": run.seed,
+        "fixed": plan.sweep.fixed,
+    }
+    return json.loads(json.dumps(record, default=str))  # as JSON stores it (tuples become lists)
+
+
+@dataclass
+class Tally:
+    """What the trials did through this store: runs ran (-> their own seconds), found complete, failed (-> the
+    error line)."""
+
+    ran: dict[str, float] = field(default_factory=dict)
+    skipped: set[str] = field(default_factory=set)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+class RunStore:
+    """The run directories under `runs_dir` and their metrics (see the module docstring). Thread-safe: as an
+    actor it serves several trials at once."""
+
+    def __init__(self, runs_dir: Path | str, master: str = "local[*]", spark: SparkSession | None = None) -> None:
+        self.runs_dir = Path(runs_dir).resolve()
+        self.master = master
+        self._spark = spark
+        self._owns_spark = spark is None
+        self._lock = threading.Lock()
+        self._tally = Tally()
+
+    def __repr__(self) -> str:
+        return f"RunStore({str(self.runs_dir)!r}, master={self.master!r}, spark={'up' if self._spark else 'down'})"
+
+    def done(self, record: dict[str, Any], *, skipping: bool = False) -> Metrics | None:
+        """The metrics of the complete, measured run made from `record`, or None if there is none; `skipping`:
+        a trial will not run it again (counted in the tally)."""
+        run_dir = self.runs_dir / record["run_id"]
+        try:
+            manifest = json.loads((run_dir / "manifest.json").read_text())
+            found = json.loads((run_dir / RECORD).read_text())
+        except (OSError, ValueError):
+            return None
+        metrics = found.pop("metrics", None)
+        if manifest.get("status") != "complete" or found != record or not isinstance(metrics, dict):
+            return None
+        if skipping:
+            with self._lock:
+                self._tally.skipped.add(record["run_id"])
+        return metrics
+
+    def complete(self, records: list[dict[str, Any]]) -> list[str]:
+        """The run ids of `records` whose runs are complete and measured."""
+        return [record["run_id"] for record in records if self.done(record) is not None]
+
+    def put(self, record: dict[str, Any], files: dict[str, bytes], seconds: float) -> None:
+        """Write a finished run's files (path relative to the run directory -> bytes) and its record (no
+        metrics yet) to `runs_dir/<run_id>/`, replacing whatever was there in one rename; `seconds` is the
+        run's own time."""
+        run_id = record["run_id"]
+        partial = self.runs_dir / f".{run_id}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        for name, data in files.items():
+            (partial / name).parent.mkdir(parents=True, exist_ok=True)
+            (partial / name).write_bytes(data)
+        (partial / RECORD).write_text(json.dumps(record, indent=2) + "\n")
+        final = self.runs_dir / run_id
+        if final.is_dir():
+            shutil.rmtree(final)
+        elif final.exists():
+            final.unlink()
+        os.replace(partial, final)
+        with self._lock:
+            self._tally.ran[run_id] = seconds
+            self._tally.failed.pop(run_id, None)
+
+    def fail(self, run_id: str, line: str) -> None:
+        """A run that raised: counted in the tally with its error line."""
+        with self._lock:
+            self._tally.failed[run_id] = line
+
+    def tally(self) -> Tally:
+        with self._lock:
+            return Tally(dict(self._tally.ran), set(self._tally.skipped), dict(self._tally.failed))
+
+    def measure(self, run_ids: list[str]) -> dict[str, Metrics]:
+        """The metrics of runs already `put`, computed by the report module's Spark jobs and written into
+        their records."""
+        from experiments.sweep.rank import collect_run_metrics
+
+        measured = collect_run_metrics(self.spark(), [self.runs_dir / run_id for run_id in run_ids])
+        for run_id in run_ids:
+            path = self.runs_dir / run_id / RECORD
+            record = json.loads(path.read_text())
+            temporary = path.with_suffix(".tmp")
+            temporary.write_text(json.dumps({**record, "metrics": measured[run_id]}, indent=2) + "\n")
+            os.replace(temporary, path)
+        return measured
+
+    def results(self, plan: SweepPlan, candidates: list[Configuration], out_dir: Path, **kwargs: Any) -> Any:
+        """`results.build_results` over this store's runs, in its Spark session."""
+        from experiments.sweep.results import build_results
+
+        return build_results(plan, candidates, self, Path(out_dir), spark=self.spark(), **kwargs)
+
+    def close(self) -> None:
+        """Stop the Spark session if this store started it."""
+        with self._lock:
+            if self._spark is not None and self._owns_spark:
+                self._spark.stop()
+            self._spark = None
+
+    def spark(self) -> SparkSession:
+        """The store's SparkSession, started on first use."""
+        with self._lock:
+            if self._spark is None:
+                from experiments.report.session import spark_session
+
+                self._spark = spark_session(self.master)
+            return self._spark
+
+
+def store_actor(runs_dir: Path, master: str) -> Any:
+    """A `RunStore` as a Ray actor on this (the driver's) node, so the run directories are written here; it
+    takes no CPU of the trials' and serves several of them at once."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    actor_class = ray.remote(RunStore).options(num_cpus=0, max_concurrency=8, scheduling_strategy=here)
+    return actor_class.remote(Path(runs_dir).resolve(), master)  # resolved here: the actor has its own cwd

@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,11 +55,12 @@ def run_record(plan: SweepPlan, run: PlannedRun) -> dict[str, Any]:
 @dataclass
 class Tally:
     """What the trials did through this store: runs ran (-> their own seconds), found complete, failed (-> the
-    error line)."""
+    error line), and the seconds spent measuring (Spark)."""
 
     ran: dict[str, float] = field(default_factory=dict)
     skipped: set[str] = field(default_factory=set)
     failed: dict[str, str] = field(default_factory=dict)
+    measure_s: float = 0.0
 
 
 class RunStore:
@@ -126,20 +128,25 @@ class RunStore:
 
     def tally(self) -> Tally:
         with self._lock:
-            return Tally(dict(self._tally.ran), set(self._tally.skipped), dict(self._tally.failed))
+            tally = self._tally
+            return Tally(dict(tally.ran), set(tally.skipped), dict(tally.failed), tally.measure_s)
 
     def measure(self, run_ids: list[str]) -> dict[str, Metrics]:
         """The metrics of runs already `put`, computed by the report module's Spark jobs and written into
         their records."""
         from experiments.sweep.rank import collect_run_metrics
 
-        measured = collect_run_metrics(self.spark(), [self.runs_dir / run_id for run_id in run_ids])
+        session = self.spark()
+        started = time.perf_counter()
+        measured = collect_run_metrics(session, [self.runs_dir / run_id for run_id in run_ids])
         for run_id in run_ids:
             path = self.runs_dir / run_id / RECORD
             record = json.loads(path.read_text())
             temporary = path.with_suffix(".tmp")
             temporary.write_text(json.dumps({**record, "metrics": measured[run_id]}, indent=2) + "\n")
             os.replace(temporary, path)
+        with self._lock:
+            self._tally.measure_s += time.perf_counter() - started
         return measured
 
     def results(self, plan: SweepPlan, candidates: list[Configuration], out_dir: Path, **kwargs: Any) -> Any:

@@ -68,6 +68,7 @@ class ExecutionSummary:
     candidates: tuple[Configuration, ...]
     stopped_early: tuple[str, ...] = ()
     run_seconds: float = 0.0  # the runs' own time, summed over `ran`
+    measure_seconds: float = 0.0  # the store's Spark passes measuring them
     experiment: Path | None = None
 
 
@@ -165,6 +166,7 @@ def _fit(
             sorted(result.metrics["config_id"] for result in grid if result.metrics.get("stopped_early"))
         ),
         run_seconds=sum(tally.ran.values()),
+        measure_seconds=tally.measure_s,
         experiment=path,
     )
 

@@ -1,0 +1,315 @@
+"""Does Optuna find what the grid finds with fewer runs, what does Ray Tune cost per run, and how long does
+tuning the recommended policy take?
+
+Three parts, each saved under its name in `benchmarks/results/tune.json` (a part run again replaces only its
+own entry), all on one Ray instance of this machine's CPUs:
+
+- `search`: `tune-steal`'s space (pip82-steal's `steal_fraction` x `threshold_pct` on steal-under-loss, loss
+  0 and 30% as conditions, seeds 1 and 2), one objective, `OBJECTIVE`, the worst over a candidate's 4 runs.
+  The grid: steal fraction 0.1 ... 0.9 x threshold 2, 5, 10, 20, 40 = 45 candidates. Optuna (TPE): a third of
+  that, 15 candidates over the same space (steal fraction uniform in [0.1, 0.9], threshold a choice of the
+  grid's values), once per seed of `OPTUNA_SEEDS`. Reported: the best-so-far curve against runs for each, and
+  whether each Optuna search reached the grid's best within 5% (`within_5pct`). Figure:
+  `docs/figures/tune-best-so-far.png`.
+- `overhead`: `quick.yaml` (2 candidates x 2 conditions x 2 seeds = 8 runs), run by today's executor (Tune
+  trials; each run's metrics computed by the store's Spark session as its candidate ends) and by the loop of
+  Ray tasks this project had before (`git show 915f03d:experiments/sweep/execute.py`: one task per run, at most
+  one per CPU in flight, no metrics), alternately, `REPEATS` times each. Per run: executor overhead =
+  (wall - the runs' own time - the time measuring them) / runs; the same with the measuring included; the old
+  loop's metrics, for the full comparison, are the same Spark jobs over its 8 runs in a session already up
+  (its start is counted apart). Medians; the ratios are Tune's over the loop's.
+- `safe` (`--part safe`; long): `experiments/sweeps/tune-safe.yaml` as shipped (30 Optuna candidates, 2 at
+  once on this 2-core machine), wall time from the sweep file to report.html, with the machine's load before
+  and after (other developers share its CPUs), the candidates stopped early and the best candidate's knobs.
+
+Run from the repository root: `python benchmarks/bench_tune.py [--part search|overhead|safe|all]` (default
+search and overhead). `--docs` only rewrites the generated section of docs/tuning.md and the figure from the
+saved results.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import ray
+import yaml
+from common import ROOT, command_line, environment, load_since, loadavg_1m, results_path, save_results
+from matplotlib.figure import Figure
+
+from actors.backends import init_ray
+from experiments.sweep.expand import plan_sweep
+from experiments.sweep.rank import collect_run_metrics
+from experiments.sweep.spec import load_sweep
+from experiments.sweep.tuning import execute_sweep
+
+RESULTS = results_path("tune")
+FIGURE = ROOT / "docs" / "figures" / "tune-best-so-far.png"
+DOC = ROOT / "docs" / "tuning.md"
+SWEEPS = ROOT / "experiments" / "sweeps"
+OBJECTIVE = "rounds_to_converge"
+STEAL_FRACTIONS = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
+THRESHOLDS = [2, 5, 10, 20, 40]
+OPTUNA_SEEDS = (1, 2, 3)
+REPEATS = 2
+OLD_EXECUTOR = "915f03d:experiments/sweep/execute.py"
+MASTER = "local[2]"
+
+
+def search_sweep(folder: Path, search: dict[str, Any]) -> Path:
+    """tune-steal's base, conditions and seeds with `search` (a `grid` or an `optuna` entry) and one objective."""
+    sweep = {
+        "name": f"bench-{next(iter(search))}",
+        "base": str(ROOT / "experiments" / "scenarios" / "steal-under-loss.yaml"),
+        "seeds": [1, 2],
+        "conditions": {"channel.loss": [0.0, 0.3]},
+        "aggregate": "worst",
+        **search,
+        "objective": {"minimize": [OBJECTIVE]},
+    }
+    path = folder / f"{sweep['name']}.yaml"
+    path.write_text(yaml.safe_dump(sweep, sort_keys=False))
+    return path
+
+
+def best_so_far(table: Any, runs_per_candidate: int) -> list[dict[str, float]]:
+    """From a ranking table: after each candidate, in the order they were proposed, the runs so far and the
+    best aggregated objective so far."""
+    ordered = table.assign(number=table["config_id"].str.split("-").str[1].astype(int)).sort_values("number")
+    curve, best = [], float("inf")
+    for index, value in enumerate(ordered[f"{OBJECTIVE}_mean"], start=1):
+        best = min(best, value)
+        curve.append({"runs": index * runs_per_candidate, "best": best})
+    return curve
+
+
+def part_search(folder: Path) -> dict[str, Any]:
+    grid = {"grid": {"policy.params.steal_fraction": STEAL_FRACTIONS, "reporting.threshold_pct": THRESHOLDS}}
+    space = {
+        "policy.params.steal_fraction": {"uniform": [STEAL_FRACTIONS[0], STEAL_FRACTIONS[-1]]},
+        "reporting.threshold_pct": {"choice": THRESHOLDS},
+    }
+    samples = len(STEAL_FRACTIONS) * len(THRESHOLDS) // 3
+    searches = {"grid": grid} | {
+        f"optuna-seed-{seed}": {"optuna": {"samples": samples, "seed": seed, "space": space}} for seed in OPTUNA_SEEDS
+    }
+    found: dict[str, Any] = {}
+    for label, search in searches.items():
+        plan = plan_sweep(load_sweep(search_sweep(folder, search)))
+        started = time.perf_counter()
+        summary, results = execute_sweep(plan, folder / label, master=MASTER, progress=False)
+        runs_per_candidate = len(plan.conditions) * len(plan.sweep.seeds)
+        curve = best_so_far(results.ranking.table, runs_per_candidate)
+        found[label] = {
+            "candidates": len(curve),
+            "runs": curve[-1]["runs"],
+            "wall_s": time.perf_counter() - started,
+            "best": curve[-1]["best"],
+            "best_knobs": results.summary["best"]["overrides"],
+            "curve": curve,
+        }
+        print(f"  {label}: best {OBJECTIVE} {curve[-1]['best']:.3f} after {curve[-1]['runs']} runs", flush=True)
+    grid_best = found["grid"]["best"]
+    for label, entry in found.items():
+        if label != "grid":
+            entry["within_5pct"] = entry["best"] <= grid_best * 1.05
+            reached = [point["runs"] for point in entry["curve"] if point["best"] <= grid_best * 1.05]
+            entry["runs_to_within_5pct"] = reached[0] if reached else None
+    return {"objective": f"{OBJECTIVE}, worst over loss 0 / 30% x seeds 1, 2", "samples": samples, **found}
+
+
+def old_executor() -> Any:
+    """Today's loop of Ray tasks, as it was at 915f03d, loaded from git into a module of its own."""
+    source = subprocess.run(["git", "show", OLD_EXECUTOR], cwd=ROOT, check=True, capture_output=True, text=True)
+    path = Path(tempfile.mkdtemp(prefix="bench-tune-")) / "old_execute.py"
+    path.write_text(source.stdout)
+    spec = importlib.util.spec_from_file_location("old_execute", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ray.cloudpickle.register_pickle_by_value(module)  # its task runs in workers that cannot import it
+    return module
+
+
+def part_overhead(folder: Path) -> dict[str, Any]:
+    from experiments.report.session import spark_session
+
+    plan = plan_sweep(load_sweep(SWEEPS / "quick.yaml"))
+    runs = [run for config in plan.configurations for run in plan.runs(config)]
+    old = old_executor()
+    old_plan = SimpleNamespace(sweep=plan.sweep, runs=runs)  # the attributes the old loop reads
+    started = time.perf_counter()
+    spark = spark_session(MASTER)
+    spark_start_s = time.perf_counter() - started
+    samples: dict[str, list[dict[str, float]]] = {"tune": [], "tasks": []}
+    for repeat in range(REPEATS):
+        summary, _ = execute_sweep(plan, folder / f"tune-{repeat}", master=MASTER, progress=False, rank=False)
+        samples["tune"].append(
+            {"wall_s": summary.wall_s, "run_s": summary.run_seconds, "measure_s": summary.measure_seconds}
+        )
+        runs_dir = folder / f"tasks-{repeat}" / "runs"
+        execution = old.execute_sweep(old_plan, runs_dir, progress=False)
+        started = time.perf_counter()
+        collect_run_metrics(spark, [runs_dir / run.run_id for run in runs])
+        samples["tasks"].append(
+            {
+                "wall_s": execution.wall_s,
+                "run_s": sum(execution.run_seconds.values()),
+                "measure_s": time.perf_counter() - started,
+            }
+        )
+    per_run = {
+        name: {
+            "overhead_s": statistics.median(_overhead(name, sample) / len(runs) for sample in got),
+            "with_metrics_s": statistics.median(
+                (_overhead(name, sample) + sample["measure_s"]) / len(runs) for sample in got
+            ),
+            "run_s": statistics.median(sample["run_s"] / len(runs) for sample in got),
+        }
+        for name, got in samples.items()
+    }
+    return {
+        "sweep": "quick.yaml",
+        "runs": len(runs),
+        "repeats": REPEATS,
+        "per_run": per_run,
+        "overhead_ratio": per_run["tune"]["overhead_s"] / per_run["tasks"]["overhead_s"],
+        "with_metrics_ratio": per_run["tune"]["with_metrics_s"] / per_run["tasks"]["with_metrics_s"],
+        "old_spark_start_s": spark_start_s,
+        "samples": samples,
+    }
+
+
+def _overhead(name: str, sample: dict[str, float]) -> float:
+    """The executor's own time: its wall time less the runs' own time, and less the measuring its trials waited
+    for (Tune); the old loop measured nothing inside its wall time."""
+    return sample["wall_s"] - sample["run_s"] - (sample["measure_s"] if name == "tune" else 0.0)
+
+
+def part_safe(folder: Path) -> dict[str, Any]:
+    load_before = loadavg_1m()
+    started = time.perf_counter()
+    plan = plan_sweep(load_sweep(SWEEPS / "tune-safe.yaml"))
+    summary, results = execute_sweep(plan, folder / "tune-safe", master=MASTER, max_parallel=2, progress=True)
+    best = results.summary["best"]
+    return {
+        "wall_s": time.perf_counter() - started,
+        "candidates": len(summary.candidates),
+        "runs": len(summary.ran),
+        "stopped_early": len(summary.stopped_early),
+        "run_s": summary.run_seconds,
+        "measure_s": summary.measure_seconds,
+        "best": {
+            "config_id": best["config_id"],
+            "knobs": best["overrides"],
+            "objectives": {name: best["metrics"][name]["mean"] for name in plan.sweep.objective.names},
+            "conditions": best["conditions"],
+        },  # fmt: skip
+        "pareto": len(results.summary["pareto"]),
+        "loadavg_1m": load_since(load_before),
+    }
+
+
+def draw(search: dict[str, Any]) -> None:
+    """Best-so-far against runs: the grid and each Optuna search, the grid's best +5% dashed."""
+    figure = Figure(figsize=(6.4, 3.8), layout="constrained")
+    axes = figure.subplots()
+    for label, entry in search.items():
+        if isinstance(entry, dict) and "curve" in entry:
+            runs = [point["runs"] for point in entry["curve"]]
+            axes.step(runs, [point["best"] for point in entry["curve"]], where="post", label=label)
+    axes.axhline(search["grid"]["best"] * 1.05, color="gray", linestyle="--", linewidth=1, label="grid's best + 5%")
+    axes.set_xlabel("runs")
+    axes.set_ylabel(f"best {OBJECTIVE} so far (worst case)")
+    axes.legend(fontsize=8)
+    FIGURE.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(FIGURE, dpi=110)
+
+
+BEGIN, END = "<!-- bench_tune: begin (generated by benchmarks/bench_tune.py --docs) -->", "<!-- bench_tune: end -->"
+
+
+def render_docs(results: dict[str, Any]) -> None:
+    """Rewrite the section of docs/tuning.md between BEGIN and END from the saved results, and the figure."""
+    lines = []
+    search = results.get("search")
+    if search:
+        draw(search)
+        grid = search["grid"]
+        lines.append(
+            f"On `tune-steal`'s space ({search['objective']}), the grid of {grid['candidates']} candidates "
+            f"({grid['runs']} runs, {grid['wall_s']:.0f} s) finds {grid['best']:.3g} at {_knobs(grid['best_knobs'])}."
+        )
+        for label, entry in search.items():
+            if label.startswith("optuna"):
+                reached = entry["runs_to_within_5pct"]
+                within = f"within 5% after {reached} runs" if reached else "not within 5%"
+                lines.append(
+                    f"- Optuna, {label.removeprefix('optuna-')}: {entry['candidates']} candidates ({entry['runs']} "
+                    f"runs, {entry['wall_s']:.0f} s), best {entry['best']:.3g} at {_knobs(entry['best_knobs'])}: "
+                    f"{within}."
+                )
+        lines.append("\n![best so far against runs](figures/tune-best-so-far.png)")
+    overhead = results.get("overhead")
+    if overhead:
+        tune, tasks = overhead["per_run"]["tune"], overhead["per_run"]["tasks"]
+        lines.append(
+            f"\nExecutor overhead per run on `quick.yaml` ({overhead['runs']} runs, median of {overhead['repeats']}): "
+            f"Tune {tune['overhead_s']:.2f} s, the old loop of Ray tasks {tasks['overhead_s']:.2f} s: "
+            f"**{overhead['overhead_ratio']:.1f}x**; with each run's metrics (Spark) included, "
+            f"{tune['with_metrics_s']:.2f} s against {tasks['with_metrics_s']:.2f} s "
+            f"(**{overhead['with_metrics_ratio']:.1f}x**; a run itself takes {tune['run_s']:.2f} s)."
+        )
+    safe = results.get("safe")
+    if safe:
+        load = safe["loadavg_1m"]
+        lines.append(
+            f"\n`tune-safe.yaml` on 2 cores: **{safe['wall_s'] / 60:.1f} min** from the file to report.html "
+            f"({safe['candidates']} candidates, {safe['runs']} runs, {safe['stopped_early']} stopped early; "
+            f"load {load['before']:.1f} before, {load['after']:.1f} after). Best: {_knobs(safe['best']['knobs'])}; "
+            + ", ".join(f"{name} {value:.3g}" for name, value in safe["best"]["objectives"].items())
+            + f" (worst over its runs); {safe['pareto']} candidates on the Pareto front."
+        )
+    text = DOC.read_text()
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    DOC.write_text(f"{head}{BEGIN}\n{chr(10).join(lines)}\n{END}{tail}")
+
+
+def _knobs(knobs: dict[str, Any]) -> str:
+    return ", ".join(f"`{key.split('.')[-1]}` {value}" for key, value in knobs.items())
+
+
+def main() -> None:
+    parser = command_line(__doc__)
+    parser.add_argument("--part", choices=["search", "overhead", "safe", "all"], default=None)
+    parser.add_argument("--docs", action="store_true", help="only redraw the figure and the docs from the results")
+    args = parser.parse_args()
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    if not args.docs:
+        parts = {"all": ["search", "overhead", "safe"], None: ["search", "overhead"]}.get(args.part, [args.part])
+        init_ray()
+        try:
+            with tempfile.TemporaryDirectory(prefix="bench-tune-") as folder:
+                for part in parts:
+                    load_before = loadavg_1m()
+                    print(f"{part} ...", flush=True)
+                    entry = {"search": part_search, "overhead": part_overhead, "safe": part_safe}[part](Path(folder))
+                    entry.setdefault("loadavg_1m", load_since(load_before))
+                    results[part] = entry | {"cpus": int(ray.cluster_resources().get("CPU", 0)), **environment(
+                        "ray", "optuna", "pyspark")}  # fmt: skip
+                    save_results(RESULTS, results)
+        finally:
+            ray.shutdown()
+    render_docs(results)
+    print(f"wrote {DOC.relative_to(ROOT)} and {FIGURE.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -13,6 +13,9 @@ import pytest
 import yaml
 
 from experiments.cli import main
+from experiments.sweep import run_sweep
+from experiments.sweep.expand import plan_sweep
+from experiments.sweep.spec import load_sweep
 
 from .sweeps import write_sweep
 
@@ -84,20 +87,26 @@ def test_a_failing_candidate_is_reported_and_retried_when_the_sweep_runs_again(r
     trace.write_text("round,msgs_per_s\n0,20\n4,60\n")
     sweep = {**SWEEP, "grid": {"brokers[1].workload[0].msgs_per_s": [20, {"trace": "b2.csv"}]}}
     path = write_sweep(tmp_path, sweep)
+    plan = plan_sweep(load_sweep(path))
     trace.unlink()  # checked when the sweep was planned, gone when its runs start: the candidate's runs fail
     out = tmp_path / "out"
-    assert main(sweep_command(path, out)) == 1
-    captured = capsys.readouterr()
-    assert "ran 2 runs in " in captured.out and ", 2 failed" in captured.out
+    outcome = run_sweep(plan, out, max_parallel=2, progress=False)
+    failing = plan.configurations[1].config_id
+    assert len(outcome.execution.ran) == 2 and sorted(outcome.execution.failed) == [
+        f"{failing}-c0-s1",
+        f"{failing}-c1-s1",
+    ]
+    assert all("b2.csv" in line for line in outcome.execution.failed.values())
     summary = json.loads((out / "sweep.json").read_text())
-    assert len(summary["runs"]["failed"]) == 2
-    assert all("b2.csv" in line for line in summary["runs"]["failed"].values())
-    assert [entry["reason"] for entry in summary["unranked"]] == ["2 of 2 runs not complete"]
-    assert len(summary["ranked"]) == 1
+    assert summary["runs"]["failed"] == outcome.execution.failed
+    assert summary["unranked"] == [
+        {"config_id": failing, "overrides": plan.configurations[1].overrides, "reason": "2 of 2 runs not complete"}
+    ]
+    assert [entry["config_id"] for entry in summary["ranked"]] == [plan.configurations[0].config_id]
 
     trace.write_text("round,msgs_per_s\n0,20\n4,60\n")
     assert main(sweep_command(path, out)) == 0  # the failed trial runs again, the finished one does not
-    assert ", 2 already complete, 0 failed" in capsys.readouterr().out
+    assert "ran 2 runs in " in (printed := capsys.readouterr().out) and ", 2 already complete, 0 failed" in printed
     assert len(json.loads((out / "sweep.json").read_text())["ranked"]) == 2
 
 

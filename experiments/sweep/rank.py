@@ -35,8 +35,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from experiments.report import metrics as report_metrics
 from experiments.report.load import load_runs
-from experiments.report.summary import build_summary, collect_results
 from experiments.sweep.metrics import METRICS, run_metrics
 from experiments.sweep.spec import Objective
 
@@ -66,10 +66,36 @@ class Ranking:
 
 
 def collect_run_metrics(spark: SparkSession, run_dirs: list[Path]) -> dict[str, dict[str, float | None]]:
-    """run_id -> metrics, computed by the report module's Spark jobs (`summary.json`'s numbers)."""
+    """run_id -> metrics. The report module's transforms, only those the metrics need (each group's scores, the
+    rounds to converge, the bandwidth: three small collects over all the runs at once, where the full report
+    collects a dozen tables), then `metrics.run_metrics`."""
     runs = load_runs(spark, run_dirs)
-    summary = build_summary(runs.manifests, collect_results(runs))
-    return {run["run_id"]: run_metrics(run) for run in summary["runs"]}
+    per_round = report_metrics.group_rounds(report_metrics.broker_rounds(runs.rounds)).persist()
+    try:
+        groups = _records(report_metrics.group_summary(per_round))
+        convergence = _records(report_metrics.convergence(per_round, runs.events))
+    finally:
+        per_round.unpersist()
+    traffic = _records(report_metrics.run_bandwidth(report_metrics.bandwidth_per_round(runs.messages)))
+    by_run = {run_id: {"groups": [], "waits": [], "traffic": {}} for run_id in runs.manifests}
+    for row in groups:
+        by_run[row["run_id"]]["groups"].append(row)
+    for row in convergence:
+        by_run[row["run_id"]]["waits"].append(row["rounds_to_converge"])
+    for row in traffic:
+        by_run[row["run_id"]]["traffic"] = row
+    return {
+        run_id: run_metrics(int(manifest.get("rounds_completed", 0)), **by_run[run_id])
+        for run_id, manifest in runs.manifests.items()
+    }
+
+
+def _records(frame: DataFrame) -> list[dict[str, Any]]:
+    """A small result as rows, a null or non-finite number as None (as `summary.json` writes it)."""
+    return [
+        {key: None if isinstance(value, float) and not math.isfinite(value) else value for key, value in row.items()}
+        for row in (row.asDict() for row in frame.collect())
+    ]
 
 
 def per_run_frame(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:

@@ -25,7 +25,7 @@ from typing import Any
 from experiments.run import run_scenario
 from experiments.sweep import aggregate
 from experiments.sweep.expand import Configuration, PlannedRun, SweepPlan
-from experiments.sweep.store import Metrics, run_record
+from experiments.sweep.store import Metrics, call, run_record
 
 
 @dataclass
@@ -75,17 +75,17 @@ def _run_all(plan: SweepPlan, runs: Sequence[PlannedRun], store: Any, outcome: C
     stored = []
     for run in runs:
         record = run_record(plan, run)
-        metrics = _call(store, "done", record, skipping=True)
+        metrics = call(store, "done", record, skipping=True)
         if metrics is not None:
             outcome.metrics[run.run_id] = metrics
             outcome.skipped.append(run.run_id)
             continue
         try:
             seconds, files = execute_run(plan, run)
-            _call(store, "put", record, files, seconds)
+            call(store, "put", record, files, seconds)
         except Exception as error:  # any failure of one run is reported, and the others go on
             outcome.failed[run.run_id] = error_line(error)
-            _call(store, "fail", run.run_id, outcome.failed[run.run_id])
+            call(store, "fail", run.run_id, outcome.failed[run.run_id])
             continue
         stored.append(run.run_id)
     return stored
@@ -93,7 +93,7 @@ def _run_all(plan: SweepPlan, runs: Sequence[PlannedRun], store: Any, outcome: C
 
 def _measure(store: Any, run_ids: list[str], outcome: CandidateOutcome) -> None:
     if run_ids:
-        outcome.metrics.update(_call(store, "measure", run_ids))
+        outcome.metrics.update(call(store, "measure", run_ids))
         outcome.ran.extend(run_ids)
 
 
@@ -129,13 +129,3 @@ def error_line(error: BaseException) -> str:
     error = getattr(error, "cause", None) or error
     text = str(error).strip()
     return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
-
-
-def _call(store: Any, method: str, *args: Any, **kwargs: Any) -> Any:
-    """Call `method` on a `RunStore` or on its actor handle, and wait for the answer."""
-    bound = getattr(store, method)
-    if not hasattr(bound, "remote"):
-        return bound(*args, **kwargs)
-    import ray
-
-    return ray.get(bound.remote(*args, **kwargs))

@@ -41,7 +41,7 @@ from tqdm import tqdm
 from actors.backends import init_ray
 from experiments.sweep.expand import NUMBER_WIDTH, Configuration, SweepPlan, candidate, short_hash
 from experiments.sweep.search import Distribution
-from experiments.sweep.store import run_record, store_actor
+from experiments.sweep.store import find_spark_actor, run_record, spark_actor, store_actor
 from experiments.sweep.trial import run_candidate
 
 CANDIDATE = "candidate"  # a grid or random trial's config: the candidate's index in the plan
@@ -106,10 +106,11 @@ def execute_sweep(
     progress: bool = True,
     rank: bool = True,
 ) -> tuple[ExecutionSummary, Any]:
-    """Run (or resume) the sweep's Tune experiment, then rank it in the store's Spark session (`rank`).
+    """Run (or resume) the sweep's Tune experiment, then rank it with the Spark jobs (`rank`).
 
     Returns the summary and `results.SweepResults` (None without `rank`). When Ray is not initialized yet, a
-    local instance is started (or the cluster at `address` joined, e.g. "auto") and shut down at the end."""
+    local instance is started (or the cluster at `address` joined, e.g. "auto") and shut down at the end. The
+    Spark jobs are the program's `store.spark_actor` if it started one, else an actor of this call's own."""
     started = time.perf_counter()
     # Tune's newer console output prints its experiment's settings whatever the verbosity; the older one is
     # silent at verbose=0, and the sweep shows its own progress bar.
@@ -118,19 +119,30 @@ def execute_sweep(
     owns_ray = not ray.is_initialized()
     if owns_ray:
         init_ray(address)
-    store = store_actor(Path(out_dir) / "runs", master)
+    spark_jobs = find_spark_actor()
+    owns_spark = spark_jobs is None
+    if owns_spark:
+        spark_jobs = spark_actor(master)
+    store = store_actor(Path(out_dir) / "runs", spark_jobs)
     try:
         summary = _fit(plan, Path(out_dir), store, max_parallel, progress, started)
         results = None
         if rank:
-            ranked = store.results.remote(
-                plan, summary.candidates, out_dir, failed=summary.failed, stopped_early=summary.stopped_early
+            ranked = spark_jobs.results.remote(
+                plan,
+                summary.candidates,
+                Path(out_dir).resolve() / "runs",
+                Path(out_dir).resolve(),
+                failed=summary.failed,
+                stopped_early=summary.stopped_early,
             )
             results = ray.get(ranked)
         return summary, results
     finally:
-        ray.get(store.close.remote())
         ray.kill(store)
+        if owns_spark:
+            ray.get(spark_jobs.close.remote())
+            ray.kill(spark_jobs)
         if owns_ray:
             ray.shutdown()
 

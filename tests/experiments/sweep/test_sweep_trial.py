@@ -12,7 +12,7 @@ import pytest
 from experiments.sweep.expand import plan_sweep
 from experiments.sweep.search import Distribution
 from experiments.sweep.spec import load_sweep
-from experiments.sweep.store import RECORD, RunStore
+from experiments.sweep.store import RECORD, RunStore, SparkJobs
 from experiments.sweep.trial import run_candidate
 from experiments.sweep.tuning import NUMBER, NumberedOptunaSearch
 
@@ -33,7 +33,7 @@ SWEEP = {
 @pytest.mark.parametrize(("bound", "stopped"), [(-1.0, True), (1e9, False)])
 def test_a_candidate_past_the_bound_on_its_first_condition_skips_the_others(spark, tmp_path, bound, stopped):
     plan = plan_sweep(load_sweep(write_sweep(tmp_path, {**SWEEP, "stop_early": {"peak_overshoot": bound}})))
-    store = RunStore(tmp_path / "runs", spark=spark)
+    store = RunStore(tmp_path / "runs", SparkJobs(spark=spark))
     (config,) = plan.configurations
     outcome = run_candidate(plan, config, store)
     first = [run.run_id for run in plan.runs(config) if run.condition.condition_id == "c0"]

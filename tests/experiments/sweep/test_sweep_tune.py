@@ -1,7 +1,8 @@
 """`quotalab sweep` on Ray Tune, end to end on the session's Ray: tiny scenarios (8 rounds), two candidates.
 
-Each sweep starts its store actor's own SparkSession (the metrics and the ranking run there, on the driver's
-node), so these tests need Ray and Java but not the session's SparkSession.
+The sweeps' metrics and ranking run in the session's Spark actor (`sweep_spark`: its own SparkSession, started
+by the first sweep and reused by the next ones), so these tests need Ray and Java but not the session's
+SparkSession.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def sweep_command(path, out, *extra: str) -> list[str]:
     return ["sweep", str(path), "--out", str(out), "--max-parallel", "2", *extra]
 
 
-def test_a_grid_under_conditions_ranks_each_candidate_by_its_worst_run_and_resumes(ray_session, tmp_path, capsys):
+def test_a_grid_under_conditions_ranks_each_candidate_by_its_worst_run_and_resumes(sweep_spark, tmp_path, capsys):
     path = write_sweep(tmp_path, SWEEP)
     out = tmp_path / "out"
     assert main(sweep_command(path, out)) == 0
@@ -81,7 +82,7 @@ def test_a_grid_under_conditions_ranks_each_candidate_by_its_worst_run_and_resum
     assert json.loads((out / "sweep.json").read_text())["best"]["config_id"] == best["config_id"]
 
 
-def test_a_failing_candidate_is_reported_and_retried_when_the_sweep_runs_again(ray_session, tmp_path, capsys):
+def test_a_failing_candidate_is_reported_and_retried_when_the_sweep_runs_again(sweep_spark, tmp_path, capsys):
     trace = tmp_path / "scenarios" / "b2.csv"
     trace.parent.mkdir(parents=True)
     trace.write_text("round,msgs_per_s\n0,20\n4,60\n")
@@ -110,7 +111,7 @@ def test_a_failing_candidate_is_reported_and_retried_when_the_sweep_runs_again(r
     assert len(json.loads((out / "sweep.json").read_text())["ranked"]) == 2
 
 
-def test_an_optuna_sweep_proposes_its_candidates_within_the_space(ray_session, tmp_path, capsys):
+def test_an_optuna_sweep_proposes_its_candidates_within_the_space(sweep_spark, tmp_path, capsys):
     space = {"policy.params.steal_fraction": {"uniform": [0.05, 0.95]}, "reporting.threshold_pct": {"choice": [5, 20]}}
     sweep = {key: value for key, value in SWEEP.items() if key != "grid"} | {
         "optuna": {"samples": 3, "seed": 7, "space": space}

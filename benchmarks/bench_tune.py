@@ -12,12 +12,12 @@ own entry), all on one Ray instance of this machine's CPUs:
   whether each Optuna search reached the grid's best within 5% (`within_5pct`). Figure:
   `docs/figures/tune-best-so-far.png`.
 - `overhead`: `quick.yaml` (2 candidates x 2 conditions x 2 seeds = 8 runs), run by today's executor (Tune
-  trials; each run's metrics computed by the store's Spark session as its candidate ends) and by the loop of
-  Ray tasks this project had before (`git show 915f03d:experiments/sweep/execute.py`: one task per run, at most
-  one per CPU in flight, no metrics), alternately, `REPEATS` times each. Per run: executor overhead =
-  (wall - the runs' own time - the time measuring them) / runs; the same with the measuring included; the old
-  loop's metrics, for the full comparison, are the same Spark jobs over its 8 runs in a session already up
-  (its start is counted apart). Medians; the ratios are Tune's over the loop's.
+  trials, each run's metrics computed by the Spark actor as its candidate ends) and by the loop of Ray tasks
+  this project had before (`git show 915f03d:experiments/sweep/execute.py`: one task per run, at most one per
+  CPU in flight), followed by the same metrics over its 8 runs in one Spark pass, alternately, `REPEATS` times
+  each after one warm-up of each (both SparkSessions up and warm: their start is not counted). Overhead per
+  run = (wall time until every run is on disk with its metrics - the runs' own time) / runs; the ratio is
+  Tune's over the loop's (medians). Also: the loop alone, without metrics, and the measuring time per run.
 - `safe` (`--part safe`; long): `experiments/sweeps/tune-safe.yaml` as shipped (30 Optuna candidates, 2 at
   once on this 2-core machine), wall time from the sweep file to report.html, with the machine's load before
   and after (other developers share its CPUs), the candidates stopped early and the best candidate's knobs.
@@ -33,6 +33,7 @@ import importlib.util
 import json
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -48,6 +49,7 @@ from actors.backends import init_ray
 from experiments.sweep.expand import plan_sweep
 from experiments.sweep.rank import collect_run_metrics
 from experiments.sweep.spec import load_sweep
+from experiments.sweep.store import spark_actor
 from experiments.sweep.tuning import execute_sweep
 
 RESULTS = results_path("tune")
@@ -58,7 +60,7 @@ OBJECTIVE = "rounds_to_converge"
 STEAL_FRACTIONS = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
 THRESHOLDS = [2, 5, 10, 20, 40]
 OPTUNA_SEEDS = (1, 2, 3)
-REPEATS = 2
+REPEATS = 3
 OLD_EXECUTOR = "915f03d:experiments/sweep/execute.py"
 MASTER = "local[2]"
 
@@ -132,6 +134,7 @@ def old_executor() -> Any:
     path.write_text(source.stdout)
     spec = importlib.util.spec_from_file_location("old_execute", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     ray.cloudpickle.register_pickle_by_value(module)  # its task runs in workers that cannot import it
     return module
@@ -144,52 +147,51 @@ def part_overhead(folder: Path) -> dict[str, Any]:
     runs = [run for config in plan.configurations for run in plan.runs(config)]
     old = old_executor()
     old_plan = SimpleNamespace(sweep=plan.sweep, runs=runs)  # the attributes the old loop reads
-    started = time.perf_counter()
-    spark = spark_session(MASTER)
-    spark_start_s = time.perf_counter() - started
+    spark_jobs = spark_actor(MASTER)  # Tune's Spark jobs, kept by this program: found by every sweep below
+    spark = spark_session(MASTER)  # the old loop's metrics
     samples: dict[str, list[dict[str, float]]] = {"tune": [], "tasks": []}
-    for repeat in range(REPEATS):
-        summary, _ = execute_sweep(plan, folder / f"tune-{repeat}", master=MASTER, progress=False, rank=False)
-        samples["tune"].append(
-            {"wall_s": summary.wall_s, "run_s": summary.run_seconds, "measure_s": summary.measure_seconds}
-        )
-        runs_dir = folder / f"tasks-{repeat}" / "runs"
-        execution = old.execute_sweep(old_plan, runs_dir, progress=False)
-        started = time.perf_counter()
-        collect_run_metrics(spark, [runs_dir / run.run_id for run in runs])
-        samples["tasks"].append(
-            {
-                "wall_s": execution.wall_s,
-                "run_s": sum(execution.run_seconds.values()),
-                "measure_s": time.perf_counter() - started,
-            }
-        )
-    per_run = {
-        name: {
-            "overhead_s": statistics.median(_overhead(name, sample) / len(runs) for sample in got),
-            "with_metrics_s": statistics.median(
-                (_overhead(name, sample) + sample["measure_s"]) / len(runs) for sample in got
-            ),
-            "run_s": statistics.median(sample["run_s"] / len(runs) for sample in got),
-        }
-        for name, got in samples.items()
+    try:
+        for repeat in range(REPEATS + 1):  # the first of each warms its JVM up and is not counted
+            summary, _ = execute_sweep(plan, folder / f"tune-{repeat}", master=MASTER, progress=False, rank=False)
+            runs_dir = folder / f"tasks-{repeat}" / "runs"
+            execution = old.execute_sweep(old_plan, runs_dir, progress=False)
+            started = time.perf_counter()
+            collect_run_metrics(spark, [runs_dir / run.run_id for run in runs])
+            if repeat == 0:
+                continue
+            samples["tune"].append(
+                {"wall_s": summary.wall_s, "run_s": summary.run_seconds, "measure_s": summary.measure_seconds}
+            )
+            samples["tasks"].append(
+                {
+                    "wall_s": execution.wall_s,
+                    "run_s": sum(execution.run_seconds.values()),
+                    "measure_s": time.perf_counter() - started,
+                }
+            )
+    finally:
+        ray.get(spark_jobs.close.remote())
+        ray.kill(spark_jobs)
+    tune = {
+        "overhead_s": statistics.median((s["wall_s"] - s["run_s"]) / len(runs) for s in samples["tune"]),
+        "measure_s": statistics.median(s["measure_s"] / len(runs) for s in samples["tune"]),
+    }
+    tasks = {
+        "overhead_s": statistics.median(
+            (s["wall_s"] + s["measure_s"] - s["run_s"]) / len(runs) for s in samples["tasks"]
+        ),
+        "executor_only_s": statistics.median((s["wall_s"] - s["run_s"]) / len(runs) for s in samples["tasks"]),
+        "measure_s": statistics.median(s["measure_s"] / len(runs) for s in samples["tasks"]),
     }
     return {
         "sweep": "quick.yaml",
         "runs": len(runs),
         "repeats": REPEATS,
-        "per_run": per_run,
-        "overhead_ratio": per_run["tune"]["overhead_s"] / per_run["tasks"]["overhead_s"],
-        "with_metrics_ratio": per_run["tune"]["with_metrics_s"] / per_run["tasks"]["with_metrics_s"],
-        "old_spark_start_s": spark_start_s,
+        "run_s": statistics.median(s["run_s"] / len(runs) for got in samples.values() for s in got),
+        "per_run": {"tune": tune, "tasks": tasks},
+        "overhead_ratio": tune["overhead_s"] / tasks["overhead_s"],
         "samples": samples,
     }
-
-
-def _overhead(name: str, sample: dict[str, float]) -> float:
-    """The executor's own time: its wall time less the runs' own time, and less the measuring its trials waited
-    for (Tune); the old loop measured nothing inside its wall time."""
-    return sample["wall_s"] - sample["run_s"] - (sample["measure_s"] if name == "tune" else 0.0)
 
 
 def part_safe(folder: Path) -> dict[str, Any]:
@@ -259,12 +261,15 @@ def render_docs(results: dict[str, Any]) -> None:
     overhead = results.get("overhead")
     if overhead:
         tune, tasks = overhead["per_run"]["tune"], overhead["per_run"]["tasks"]
+        load = overhead["loadavg_1m"]
         lines.append(
-            f"\nExecutor overhead per run on `quick.yaml` ({overhead['runs']} runs, median of {overhead['repeats']}): "
-            f"Tune {tune['overhead_s']:.2f} s, the old loop of Ray tasks {tasks['overhead_s']:.2f} s: "
-            f"**{overhead['overhead_ratio']:.1f}x**; with each run's metrics (Spark) included, "
-            f"{tune['with_metrics_s']:.2f} s against {tasks['with_metrics_s']:.2f} s "
-            f"(**{overhead['with_metrics_ratio']:.1f}x**; a run itself takes {tune['run_s']:.2f} s)."
+            f"\nExecutor overhead per run on `quick.yaml` ({overhead['runs']} runs of {overhead['run_s']:.2f} s, "
+            f"median of {overhead['repeats']}, load {load['before']:.1f}): from the start to every run on disk "
+            f"with its metrics, Tune {tune['overhead_s']:.2f} s a run, the old loop of Ray tasks then one Spark "
+            f"pass {tasks['overhead_s']:.2f} s: **{overhead['overhead_ratio']:.1f}x**. The loop alone cost "
+            f"{tasks['executor_only_s']:.2f} s a run; the metrics are most of the rest (a Spark pass per "
+            f"candidate, {tune['measure_s']:.2f} s of passes a run, against one pass for the whole sweep, "
+            f"{tasks['measure_s']:.2f} s a run)."
         )
     safe = results.get("safe")
     if safe:

@@ -66,34 +66,21 @@ class GridSearch:
 
 
 @dataclass(frozen=True)
-class RandomSearch:
-    """`samples` independent draws from `space`, repeats dropped."""
+class SampledSearch:
+    """`samples` candidates drawn from `space`: independent draws, repeats dropped (`kind` "random"), or
+    proposed by Optuna from what the earlier ones scored ("optuna", see `tuning.py`)."""
 
+    kind: str
     samples: int
     seed: int
     space: dict[str, Distribution]
-    kind: str = "random"
 
     @property
     def keys(self) -> tuple[str, ...]:
         return tuple(self.space)
 
 
-@dataclass(frozen=True)
-class OptunaSearch:
-    """`samples` candidates proposed by Optuna from what the earlier ones scored (see `tuning.py`)."""
-
-    samples: int
-    seed: int
-    space: dict[str, Distribution]
-    kind: str = "optuna"
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        return tuple(self.space)
-
-
-Search = GridSearch | RandomSearch | OptunaSearch
+Search = GridSearch | SampledSearch
 SEARCHES = ("grid", "random", "optuna")
 
 
@@ -137,7 +124,7 @@ def search(section: str, value: Any, default_seed: int) -> Search:
     seed = checks.number(body["seed"], f"{section}.seed", checks.SEED, integer=True) if "seed" in body else default_seed
     samples = count(body["samples"], f"{section}.samples", MAX_CANDIDATES)
     dimensions = {key: distribution(spec, checks.at(f"{section}.space", key)) for key, spec in space.items()}
-    return (RandomSearch if section == "random" else OptunaSearch)(samples=samples, seed=seed, space=dimensions)
+    return SampledSearch(section, samples, seed, dimensions)
 
 
 def count(value: Any, key: str, cap: int) -> int:

@@ -174,9 +174,7 @@ def _fit(
         failed=failed,
         wall_s=time.perf_counter() - started,
         candidates=candidates,
-        stopped_early=tuple(
-            sorted(result.metrics["config_id"] for result in grid if result.metrics.get("stopped_early"))
-        ),
+        stopped_early=tuple(sorted(result.metrics["config_id"] for result in grid if _stopped(result))),
         run_seconds=sum(tally.ran.values()),
         measure_seconds=tally.measure_s,
         experiment=path,

@@ -212,6 +212,7 @@ def part_safe(folder: Path) -> dict[str, Any]:
         "candidates": len(summary.candidates),
         "runs": len(summary.ran),
         "stopped_early": len(summary.stopped_early),
+        "runs_saved": len(summary.stopped_early) * (len(plan.conditions) - 1) * len(plan.sweep.seeds),
         "run_s": summary.run_seconds,
         "measure_s": summary.measure_seconds,
         "best": {
@@ -286,7 +287,8 @@ def render_docs(results: dict[str, Any]) -> None:
         load = safe["loadavg_1m"]
         lines.append(
             f"\n`tune-safe.yaml` on 2 cores: **{safe['wall_s'] / 60:.1f} min** from the file to report.html "
-            f"({safe['candidates']} candidates, {safe['runs']} runs, {safe['stopped_early']} stopped early; "
+            f"({safe['candidates']} candidates, {safe['runs']} runs; {safe['stopped_early']} stopped early, which "
+            f"saved {safe['runs_saved']} runs; "
             f"load {load['before']:.1f} before, {load['after']:.1f} after). Best: {_knobs(safe['best']['knobs'])}; "
             + ", ".join(f"{name} {value:.3g}" for name, value in safe["best"]["objectives"].items())
             + f" (worst over its runs); {safe['pareto']} candidates on the Pareto front."

@@ -8,8 +8,11 @@ Both backends take the same plain classes and the same calls, so a driver is wri
 from __future__ import annotations
 
 import os
+import subprocess
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from actors import ray_reaper
 
 CALL_TIMEOUT_S = 600.0  # a call unanswered this long stops the run as failed instead of hanging it
 
@@ -67,7 +70,12 @@ class LocalBackend:
 
 class RayBackend:
     """Actors need no CPU of their own (they mostly wait), so a dozen fit on two cores; SPREAD places
-    them over the nodes of a cluster."""
+    them over the nodes of a cluster.
+
+    Their calls record no task events: a realtime run makes hundreds of calls a second (each broker's tick
+    publishes, fetches and heartbeats), and the GCS kept an event record of each, up to its cap of tasks,
+    growing by hundreds of MB (`benchmarks/bench_soak.py --ray`); quotalab reads none of them (they feed
+    Ray's dashboard and state API, which it does not start)."""
 
     name = "ray"
 
@@ -79,7 +87,7 @@ class RayBackend:
             init_ray(address)
 
     def create(self, cls: type, *args: Any) -> Any:
-        actor_class = self._ray.remote(cls).options(num_cpus=0, scheduling_strategy="SPREAD")
+        actor_class = self._ray.remote(cls).options(num_cpus=0, scheduling_strategy="SPREAD", enable_task_events=False)
         return actor_class.remote(*args)
 
     def call(self, handle: Any, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -120,11 +128,21 @@ class RayBackend:
 
 def init_ray(address: str | None = None) -> None:
     """Start or join Ray. No address: a Ray job's RAY_ADDRESS, else a new local instance; never whichever
-    instance this machine happens to run (another sweep's, a test session's), which may stop under us."""
+    instance this machine happens to run (another sweep's, a test session's), which may stop under us.
+
+    A new local instance gets a reaper (`actors.ray_reaper`): however this process ends, SIGKILL included, no
+    process of the instance outlives it by more than a moment."""
     import ray
 
     address = address or os.environ.get("RAY_ADDRESS") or "local"
-    ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    context = ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    if address == "local":  # a new instance: this process's own
+        _REAPERS.append(ray_reaper.start(context.address_info["session_dir"]))
+
+
+# The reapers of the instances this process started, held for as long as it lives: the pipe each one reads ends
+# when this process does, which is what tells it to reap.
+_REAPERS: list[subprocess.Popen] = []
 
 
 def make_backend(name: str, address: str | None = None) -> Backend:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from actors.adversary import lie
+from actors.membership import Roster
 from actors.plan import BrokerPlan, HostPlan, Workload, component_rng
 from actors.producers import BrokerProducers
 from actors.quota_telemetry import GROUP_LIMIT, QuotaRound, QuotaTracker
@@ -36,11 +37,14 @@ class BrokerState:
 
 @dataclass(frozen=True)
 class Published:
-    """One broker's output of the publish phase: (topic, payload) pairs."""
+    """One broker's output of the publish phase: (topic, payload) pairs, and the groups (global ids) it started
+    and stopped serving since the membership registry last heard from it (`serving`)."""
 
     broker: str
     payloads: list[tuple[int, bytes]]
     reports_suppressed: int
+    incarnation: int = 0
+    serving: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,8 @@ class LogicalBroker:
         if host.pool_consensus:
             self.node.set_pool_size(None)  # a newcomer waits for the pool size to be agreed
         self.registry_reachable = True
+        self.registered = np.zeros(len(plan.group_ids), dtype=bool)  # the groups the registry lists it serving
+        self.broker_names = host.known_brokers  # the roster names brokers by their index here
         self.limited = limited
         self.interval_s = host.interval_s
         self.producers: BrokerProducers | None = None
@@ -121,7 +127,21 @@ class LogicalBroker:
             claimed = lie(self.traffic, self.plan.usage_factor)
             self.node.claim(claimed)
         self.outbox = self.node.build_reports(claimed, self.local_time(t_s))
-        return Published(self.plan.name, self.outbox.payloads, self.outbox.suppressed)
+        serving = self.serving_changes()
+        return Published(self.plan.name, self.outbox.payloads, self.outbox.suppressed, self.state.incarnation, serving)
+
+    def serving_changes(self) -> tuple[np.ndarray, np.ndarray]:
+        """The groups (global ids) this broker started and stopped serving since the registry last heard it."""
+        serving = self.node.serving
+        return self.plan.group_ids[serving & ~self.registered], self.plan.group_ids[self.registered & ~serving]
+
+    def apply_roster(self, roster: Roster) -> None:
+        """The registry answered: it holds this broker's serving as of the last publish phase, and the roster's
+        changes go to the node."""
+        self.registered = self.node.serving.copy()
+        self.node.update_roster(
+            roster.group_ids, roster.brokers, roster.serving, self.broker_names, roster.acknowledged
+        )
 
     def allocate_phase(
         self,
@@ -131,17 +151,21 @@ class LogicalBroker:
         t_s: float,
         pool_size: tuple[int | None, bool] | None = None,
         issued: dict[str, int] | None = None,
+        roster: Roster | None = None,
     ) -> tuple[dict[str, np.ndarray], int]:
         """Receive, clean up and allocate; the telemetry rows and how many reports were rejected.
 
         `pool_size`: this round's answer of the pool-size consensus (`actors.consensus.PoolConsensus.sync`),
         the size to split by and whether the store answered; None in a run without one. `issued`: the
-        incarnations the membership registry issued (a report of another incarnation is rejected)."""
+        incarnations the membership registry issued (a report of another incarnation is rejected). `roster`:
+        the registry's roster changes since the last round (None: the registry did not answer)."""
         started = time.perf_counter()
         if pool_size is not None:
             self.apply_pool_size(*pool_size)
         now_s = self.local_time(t_s)
         inbox = self.node.receive(payloads, now_s, issued)
+        if roster is not None:
+            self.apply_roster(roster)
         self.node.cleanup(now_s, [entry for entry in dead if entry[0] != self.plan.name])
         self.node.allocate()
         self.allocate_phase_s = time.perf_counter() - started
@@ -273,11 +297,21 @@ class BrokerHost:
         """The id of the process this host runs in (on Ray, its worker's: what an operator would kill)."""
         return os.getpid()
 
-    def start(self, broker: str, state: BrokerState, quota: np.ndarray, limited: np.ndarray, t_s: float) -> None:
+    def start(
+        self,
+        broker: str,
+        state: BrokerState,
+        quota: np.ndarray,
+        limited: np.ndarray,
+        t_s: float,
+        roster: Roster | None = None,
+    ) -> None:
         """Bring a broker up (join or restart) with the incarnation, workload and clock in `state`;
-        `quota` and `limited` are the current rows of its groups."""
-        self.brokers[broker] = LogicalBroker(self.plan.brokers[broker], self.plan, state, quota, limited)
-        self.brokers[broker].node.set_registry_reachable(self.registry_reachable)
+        `quota` and `limited` are the current rows of its groups, `roster` the registry's current roster."""
+        logical = self.brokers[broker] = LogicalBroker(self.plan.brokers[broker], self.plan, state, quota, limited)
+        logical.node.set_registry_reachable(self.registry_reachable)
+        if roster is not None:
+            logical.node.update_roster(roster.group_ids, roster.brokers, roster.serving, logical.broker_names, False)
 
     def stop(self, broker: str) -> None:
         """A crash: the broker's state is gone, nobody is told."""
@@ -315,15 +349,17 @@ class BrokerHost:
         t_s: float,
         pool_sizes: dict[str, tuple[int | None, bool]] | None = None,
         issued: dict[str, int] | None = None,
+        roster: Roster | None = None,
     ) -> Allocated:
-        """Receive, clean up and allocate for every hosted broker (`pool_sizes`: the consensus's answers)."""
+        """Receive, clean up and allocate for every hosted broker (`pool_sizes`: the consensus's answers,
+        `roster`: the registry's roster changes)."""
         columns: list[dict[str, np.ndarray]] = []
         rejected: dict[str, int] = {}
         tables: list[tuple[str, dict[str, np.ndarray]]] = []
         for name in sorted(self.brokers):
             pool_size = None if pool_sizes is None else pool_sizes.get(name)
             rows, rejected[name] = self.brokers[name].allocate_phase(
-                inboxes.get(name, []), dead, round_index, t_s, pool_size, issued
+                inboxes.get(name, []), dead, round_index, t_s, pool_size, issued, roster
             )
             columns.append(rows)
             tables += self.brokers[name].side_tables(round_index, t_s)

@@ -37,11 +37,15 @@ class Counters:
 
     bytes_published: int = 0
     bytes_delivered: int = 0
-    deliveries_dropped: int = 0  # copies meant for it lost to `loss` or a partition
+    deliveries_dropped: int = 0  # copies meant for it lost to `loss` or a partition: the injected faults
+    deliveries_lost_transport: int = 0  # copies meant for it a real transport lost (sequence gaps per sender)
     messages_delivered: int = 0
 
     def minus(self, before: Counters) -> Counters:
         return Counters(**{name: value - getattr(before, name) for name, value in asdict(self).items()})
+
+    def plus(self, other: Counters) -> Counters:
+        return Counters(**{name: value + getattr(other, name) for name, value in asdict(self).items()})
 
 
 @dataclass(frozen=True)
@@ -72,11 +76,12 @@ class _Stream:
 
 
 class _Subscription:
-    __slots__ = ("topics", "queue")
+    __slots__ = ("topics", "queue", "stalled_until_s")
 
     def __init__(self, topics: frozenset[int]) -> None:
         self.topics = topics
         self.queue: list[tuple[float, int, bytes]] = []  # heap of (due_s, sequence, payload)
+        self.stalled_until_s = -float("inf")  # its reader reads nothing before then (a `stall` event)
 
 
 class Channel:
@@ -129,8 +134,19 @@ class Channel:
     # --- traffic -----------------------------------------------------------------------------------------
 
     def publish(self, sender: str, topic: int, payload: bytes, now_s: float) -> None:
-        """Offer one copy of `payload` to every other subscriber of `topic`, each decided independently."""
-        self._counters(sender).bytes_published += len(payload)
+        """Count `payload` as published by `sender`, and offer it to the subscribers of `topic`."""
+        self.count_published(sender, len(payload))
+        self.offer(sender, topic, payload, now_s)
+
+    def count_published(self, sender: str, n_bytes: int) -> None:
+        """Count bytes `sender` handed to the topic (a real transport counts where it publishes)."""
+        self._counters(sender).bytes_published += n_bytes
+
+    def offer(self, sender: str, topic: int, payload: bytes, now_s: float) -> None:
+        """Offer one copy of `payload` to every other subscriber of `topic`, each decided independently.
+
+        A real transport (`actors.redis_channel`) calls this on receipt, on a channel holding only the receiving
+        host's own brokers: the same faults then apply after the real delivery."""
         plan = self._plan
         burst = plan.burst
         streams, totals, subscriptions = self._streams, self._totals, self._subscriptions
@@ -166,7 +182,7 @@ class Channel:
         A broker that is not subscribed has nothing waiting.
         """
         subscription = self._subscriptions.get(subscriber)
-        if subscription is None:
+        if subscription is None or now_s < subscription.stalled_until_s:
             return []
         queue = subscription.queue
         limit = now_s + _DUE_EPS_S
@@ -198,6 +214,21 @@ class Channel:
         """Publish each `(sender, topic, payload)` in order: one call for a broker's whole round."""
         for sender, topic, payload in items:
             self.publish(sender, topic, payload, now_s)
+
+    def lost_in_transport(self, sender: str, topic: int, copies: int) -> None:
+        """Count `copies` of `sender`'s reports on `topic` that a real transport lost, for every other subscriber
+        of `topic` (each would have been offered them)."""
+        for name in self._by_topic[topic]:
+            if name != sender:
+                self._totals[name].deliveries_lost_transport += copies
+
+    def stall(self, subscribers: Iterable[str], now_s: float, seconds: float) -> None:
+        """`subscribers` read nothing for `seconds` (their host stopped reading): copies wait in their queues,
+        whose size nothing bounds here (a real transport drops a slow subscriber instead)."""
+        for name in subscribers:
+            subscription = self._subscriptions.get(name)
+            if subscription is not None:
+                subscription.stalled_until_s = now_s + seconds
 
     # --- settings ----------------------------------------------------------------------------------------
 

@@ -3,6 +3,10 @@
 Drivers (lockstep, realtime) own time; the cluster owns placement and state, and applies the plan's events
 the same way for both. The channel and the membership registry are objects (or actors) of the backend like
 the hosts. Times passed to the channel and the registry are run seconds.
+
+On a real transport (`channel.transport: redis`, realtime) every host has its own endpoint
+(`actors.redis_channel`): the host subscribes its brokers itself and gets the channel events, and the
+cluster's `channel` is the driver's endpoint, which publishes what the driver sends on brokers' behalf.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from actors.backends import Backend, Lost
 from actors.broker_host import CLOCK_BASE_S, BrokerHost, BrokerState, Published
 from actors.channel import Channel
 from actors.consensus import PoolConsensus
-from actors.membership import Ended, Membership
+from actors.membership import Ended, Membership, Roster
 from actors.plan import (
     BrokerEvent,
     ChannelEvent,
@@ -26,7 +30,9 @@ from actors.plan import (
     Plan,
     PlannedEvent,
     QuotaEvent,
+    RedisOutageEvent,
     RegistryEvent,
+    StallEvent,
 )
 
 
@@ -51,7 +57,9 @@ class LostBroker:
 
 
 class Cluster:
-    def __init__(self, plan: Plan, backend: Backend, host_class: type = BrokerHost):
+    def __init__(self, plan: Plan, backend: Backend, host_class: type = BrokerHost, channel: object | None = None):
+        """`channel`: the driver's endpoint of a real transport (then the hosts hold their own); None: the
+        simulated channel, one object of the backend every host shares."""
         self.plan = plan
         self.backend = backend
         self.host_class = host_class
@@ -67,8 +75,15 @@ class Cluster:
         self.started: set[str] = set()
         self.slots = [Slot(host_plan) for host_plan in plan.host_plans()]
         self.slot_of = {name: slot for slot in self.slots for name in slot.brokers}
-        self.channel = backend.create(Channel, plan.channel, plan.seed)
-        self.membership = None if plan.session_timeout_s is None else backend.create(Membership, plan.session_timeout_s)
+        self.channel_on_hosts = channel is not None
+        self.channel = channel if channel is not None else backend.create(Channel, plan.channel, plan.seed)
+        self.channel_plan = plan.channel  # as the channel events left it: where a host created later starts
+        self.redis_server = None  # the run's own Redis server, which a `redis_outage` event stops and starts
+        names = [broker.name for broker in plan.brokers]
+        self.membership = (
+            None if plan.session_timeout_s is None else backend.create(Membership, plan.session_timeout_s, names)
+        )
+        self.roster_cursor = 0  # the lockstep driver's place in the registry's roster
         self.consensus = None if plan.consensus is None else backend.create(PoolConsensus, plan.consensus, plan.name)
         self.registry_reachable = True  # False during a `registry_outage`: no heartbeats, no announcements
         self.lost: list[LostBroker] = []  # since the driver last logged them (take_lost)
@@ -125,13 +140,27 @@ class Cluster:
                     [(s, self.backend.call(s.handle, "set_quota", group_id, quota, limited)) for s in self.live_slots()]
                 )
             case ChannelEvent(changes=changes):
-                self.backend.gather([self.backend.call(self.channel, "configure", **changes)])
+                self.channel_plan = replace(self.channel_plan, **changes)
+                if self.channel_on_hosts:
+                    self.backend.gather([self.backend.call(h, "configure_channel", changes) for h in self.all_hosts()])
+                else:
+                    self.backend.gather([self.backend.call(self.channel, "configure", **changes)])
             case ClockSkewEvent(broker=broker, offset_s=offset_s):
                 self._set_state(broker, replace(self.states[broker], clock_offset_s=offset_s))
             case RegistryEvent(reachable=reachable):
                 self.registry_reachable = reachable
                 calls = [self.backend.call(h, "set_registry_reachable", reachable) for h in self.all_hosts()]
+                if reachable and self.membership is not None:  # the sessions did not age while it was down
+                    calls.append(self.backend.call(self.membership, "resume", t_s))
                 self.backend.gather(calls)
+            case StallEvent(broker=broker, seconds=seconds):
+                if broker in self.up:
+                    self.backend.gather([self.backend.call(self.host(broker), "stall", t_s, seconds)])
+            case RedisOutageEvent(up=up):
+                if up:
+                    self.redis_server.start()
+                else:
+                    self.redis_server.stop()
             case ForgeEvent(broker=victim):
                 payloads = forged_payloads(event.event, self.broker_plans[victim], self.plan.node, CLOCK_BASE_S + t_s)
                 return [Published(victim, payloads, 0)]
@@ -149,17 +178,21 @@ class Cluster:
         # Registered and joined before it can tick (a realtime host ticks a started broker on its own timer): its
         # first reports are of an issued incarnation, and its first sync of the pool size finds it a member.
         before_start = []
+        roster = None
         if self.membership is not None:
             before_start.append(self.backend.call(self.membership, "register", broker, state.incarnation, t_s))
+            if self.registry_reachable:
+                before_start.append(self.backend.call(self.membership, "roster_since", 0))
         if self.consensus is not None:
             before_start.append(self.backend.call(self.consensus, "join", broker, t_s))
-        self.backend.gather(before_start)
-        self.backend.gather(
-            [
-                self.backend.call(self.host(broker), "start", broker, state, self.quota[rows], self.limited[rows], t_s),
-                self.backend.call(self.channel, "subscribe", broker, plan.subscriptions),
-            ]
-        )
+        answers = self.backend.gather(before_start)
+        if self.membership is not None and self.registry_reachable:
+            roster, _ = answers[1]
+        host = self.host(broker)
+        calls = [self.backend.call(host, "start", broker, state, self.quota[rows], self.limited[rows], t_s, roster)]
+        if not self.channel_on_hosts:  # else the host subscribes its broker
+            calls.append(self.backend.call(self.channel, "subscribe", broker, plan.subscriptions))
+        self.backend.gather(calls)
         self.up.add(broker)
 
     def crash(self, broker: str) -> None:
@@ -173,7 +206,7 @@ class Cluster:
             slot.handle = None
         else:
             self.backend.gather([self.backend.call(slot.handle, "stop", broker)])
-        calls = [self.backend.call(self.channel, "unsubscribe", broker)]
+        calls = self._unsubscribe([broker])
         if self.consensus is not None:
             calls.append(self.backend.call(self.consensus, "crash", broker))
         self.backend.gather(calls)
@@ -201,7 +234,7 @@ class Cluster:
         slot.handle = None
         brokers = [broker for broker in slot.brokers if broker in self.up]
         self.up.difference_update(brokers)
-        self.backend.gather([self.backend.call(self.channel, "unsubscribe", broker) for broker in brokers])
+        self.backend.gather(self._unsubscribe(brokers))
         self.lost += [LostBroker(broker, reason) for broker in brokers]
 
     def leave(self, broker: str, t_s: float) -> list[Published]:
@@ -209,7 +242,7 @@ class Cluster:
             return []
         # The host first: a realtime host stops ticking the broker, so no tick of it syncs after it left the pool.
         [published] = self.backend.gather([self.backend.call(self.host(broker), "leave", broker, t_s)])
-        calls = [self.backend.call(self.channel, "unsubscribe", broker)]
+        calls = self._unsubscribe([broker])
         if self.membership is not None:
             calls.append(self.backend.call(self.membership, "deregister", broker))
         if self.consensus is not None:
@@ -221,6 +254,13 @@ class Cluster:
             self.backend.kill(slot.handle)
             slot.handle = None
         return [published]
+
+    def _unsubscribe(self, brokers: list[str]) -> list[object]:
+        """The calls that take `brokers` off the simulated channel (a host's own endpoint drops its brokers as
+        they stop, and dies with its host)."""
+        if self.channel_on_hosts:
+            return []
+        return [self.backend.call(self.channel, "unsubscribe", broker) for broker in brokers]
 
     def _set_state(self, broker: str, state: BrokerState) -> None:
         """A broker's new workload or clock; a broker that is down gets it when it starts again."""
@@ -257,6 +297,17 @@ class Cluster:
             return None
         (issued,) = self.backend.gather([self.backend.call(self.membership, "issued")])
         return issued
+
+    def serve(self, published: list[Published]) -> Roster | None:
+        """Tell the registry the groups each broker started and stopped serving this round (lockstep), and return
+        the roster's changes since the last call (None while the registry does not answer)."""
+        if self.membership is None or not self.registry_reachable:
+            return None
+        changes = [(p.broker, p.incarnation, *p.serving) for p in published if p.broker in self.up]
+        [(roster, self.roster_cursor)] = self.backend.gather(
+            [self.backend.call(self.membership, "serve_all", changes, self.roster_cursor)]
+        )
+        return roster
 
     def collect_dead(self, calls: list[object]) -> list[Ended]:
         """The sessions ended, as announced by the expiry submitted with `send_heartbeats`."""

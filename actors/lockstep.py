@@ -1,7 +1,8 @@
 """The lockstep driver: every broker advances phase by phase on virtual time, deterministic for a seed.
 
 Round r happens at t_s = r * interval_s:
-  events -> publish phase (all hosts) -> channel -> membership -> allocate phase (all hosts) -> telemetry
+  events -> publish phase (all hosts) -> channel -> membership (heartbeats, roster) -> allocate phase (all hosts)
+  -> telemetry
 The channel's delays are seconds, so reports published in round r with no delay are received in round r.
 """
 
@@ -25,8 +26,10 @@ def run_lockstep(
     backend: Backend,
     writer: TelemetryWriter,
     on_round: Callable[[int], None] | None = None,
+    on_publish: Callable[[float, list[tuple[str, int, bytes]]], None] | None = None,
 ) -> None:
-    """Run every round of `plan`, writing telemetry as it goes (the caller closes the writer)."""
+    """Run every round of `plan`, writing telemetry as it goes (the caller closes the writer). `on_publish` sees
+    each round's published (broker, topic, payload) items with the round's time (`quotalab run --capture`)."""
     cluster = Cluster(plan, backend)
     for round_index in range(plan.rounds):
         t_s = round_index * plan.interval_s
@@ -36,15 +39,19 @@ def run_lockstep(
         syncs = cluster.sync_pool_sizes(t_s)
         published = leaving + [item for batch in cluster.gather_hosts(publishing) for item in batch]
         items = [(p.broker, topic, payload) for p in published for topic, payload in p.payloads]
+        if on_publish is not None:
+            on_publish(t_s, items)
         (exchange,) = backend.gather([backend.call(cluster.channel, "exchange", items, t_s)])
         dead = cluster.collect_dead(heartbeats)
+        roster = cluster.serve(published)
         pool_sizes = cluster.collect_pool_sizes(syncs)
         issued = cluster.issued()
         allocating = []
         for slot in cluster.live_slots():
             inboxes = _inboxes(exchange.deliveries, slot.brokers)
             own_pool_sizes = _own(pool_sizes, slot.brokers)
-            call = backend.call(slot.handle, "allocate_phase", inboxes, dead, round_index, t_s, own_pool_sizes, issued)
+            args = (inboxes, dead, round_index, t_s, own_pool_sizes, issued, roster)
+            call = backend.call(slot.handle, "allocate_phase", *args)
             allocating.append((slot, call))
         results = cluster.gather_hosts(allocating)
         log_lost(cluster, writer, round_index, t_s)
@@ -124,4 +131,5 @@ def message_rows(
         "reports_suppressed": column([suppressed.get(b, 0) for b in brokers], np.int32),
         "deliveries_dropped": column([c.deliveries_dropped for c in traffic], np.int32),
         "reports_rejected": column([rejected.get(b, 0) for b in brokers], np.int32),
+        "deliveries_lost_transport": column([c.deliveries_lost_transport for c in traffic], np.int32),
     }

@@ -61,6 +61,9 @@ class ChannelPlan:
     partitions: tuple[tuple[str, ...], ...] = ()
     routing: str = "broadcast"
     topics: int = 1
+    transport: str = "simulated"  # simulated | redis (realtime runs: the faults above then apply on receipt)
+    redis_url: str | None = None  # redis: an existing server; None: the run starts its own (actors.redis_server)
+    pubsub_buffer_limit: str | None = None  # the run's own server's `client-output-buffer-limit pubsub` ("64kb 0 0")
 
 
 @dataclass(frozen=True)
@@ -204,7 +207,34 @@ class ForgeEvent:
     hmac_key: bytes | None = field(default=None, repr=False)
 
 
-Event = BrokerEvent | DemandEvent | QuotaEvent | ChannelEvent | ClockSkewEvent | RegistryEvent | ForgeEvent
+@dataclass(frozen=True)
+class StallEvent:
+    """The host of `broker` stops reading its reports for `seconds` (realtime)."""
+
+    at: int
+    broker: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class RedisOutageEvent:
+    """The run's own Redis server stops (`up` False: killed, its data gone) or starts again, empty."""
+
+    at: int
+    up: bool
+
+
+Event = (
+    BrokerEvent
+    | DemandEvent
+    | QuotaEvent
+    | ChannelEvent
+    | ClockSkewEvent
+    | RegistryEvent
+    | ForgeEvent
+    | StallEvent
+    | RedisOutageEvent
+)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,10 @@ the channel, fetch what the channel has delivered by now, heartbeat (the registr
 and the incarnations it issued, which the reports fetched are checked against), clean up, allocate. Reports flow
 asynchronously (the channel's delays are in seconds: `delay_rounds * interval_s`). The driver only applies
 events at their time and collects telemetry; it never advances a broker.
+
+The channel is the simulated one (an object of the backend all hosts share) or, with `channel.transport:
+redis`, Redis Pub/Sub: each host then has its own endpoint (`actors.redis_channel`), and the run starts its own
+`redis-server` unless given a URL (`actors.redis_server`).
 """
 
 from __future__ import annotations
@@ -12,17 +16,20 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from actors import redis_server
 from actors.backends import Backend, Synchronized, blocking_call
 from actors.broker_host import BrokerHost, BrokerState, Published
+from actors.channel import Counters
 from actors.cluster import Cluster
 from actors.lag_histogram import LagHistogram
 from actors.lockstep import apply_round_events, event_row, log_lost, message_rows
 from actors.plan import HostPlan, Plan
+from actors.redis_channel import RedisEndpoint, RedisLink, latency_summary, redis_link
 from actors.telemetry import TelemetryWriter
 
 STARTUP_S = 0.3  # time given to every host to start its timer before round 0
@@ -47,6 +54,10 @@ class Drained:
     ticks: list[TickStats]
     lags_s: list[float]
     tables: list[tuple[str, dict[str, np.ndarray]]]  # the other tables' rows (LogicalBroker.side_tables)
+    # a host's own transport endpoint (redis): its brokers' counters, its connection events, delivery latencies
+    counters: dict[str, Counters] = field(default_factory=dict)
+    transport_events: list[tuple[float, str, str, str]] = field(default_factory=list)
+    latencies_s: list[float] = field(default_factory=list)
 
 
 class RealtimeHost(BrokerHost):
@@ -65,11 +76,17 @@ class RealtimeHost(BrokerHost):
         self._ticks: list[TickStats] = []
         self._lags_s: list[float] = []
         self._announcement_cursor: dict[str, int] = {}  # per broker: each must see every announcement
+        self._roster_cursor: dict[str, int] = {}  # per broker: its place in the registry's roster (0: none yet)
         # broker -> the highest incarnation the registry issued it, as of its last answer (kept while unreachable);
         # None until it answers, or in a run without a registry: then no report is checked against it
         self._issued: dict[str, int] | None = None
+        self._endpoint: RedisEndpoint | None = None  # this host's own side of a real transport
 
     def start_clock(self, channel: Any, membership: Any, epoch: float, consensus: Any = None) -> None:
+        """Start ticking. `channel`: the simulated channel (shared), or a `RedisLink` to open this host's own
+        endpoint on."""
+        if isinstance(channel, RedisLink):
+            channel = self._endpoint = RedisEndpoint(channel, epoch)
         self._channel, self._membership, self._epoch = channel, membership, epoch
         self._consensus = consensus  # the pool-size consensus (actors.consensus), or None
         self._thread = threading.Thread(target=self._run, name="quotalab-timer", daemon=True)
@@ -79,10 +96,18 @@ class RealtimeHost(BrokerHost):
         self._stopping.set()
         if self._thread is not None:
             self._thread.join()
+        if self._endpoint is not None:
+            self._endpoint.close()
 
-    def start(self, broker: str, state: BrokerState, quota: np.ndarray, limited: np.ndarray, t_s: float) -> None:
+    def start(
+        self, broker: str, state: BrokerState, quota: np.ndarray, limited: np.ndarray, t_s: float, *_: Any
+    ) -> None:
+        """As `BrokerHost.start`; the broker reads the roster itself on its first tick (from cursor 0)."""
+        if self._endpoint is not None:  # subscribed before its first tick
+            self._endpoint.subscribe(broker, self.plan.brokers[broker].subscriptions)
         with self._lock:
             super().start(broker, state, quota, limited, t_s)
+            self._roster_cursor[broker] = 0
             interval = self.plan.interval_s
             self._tick_round[broker] = int(np.ceil(max(t_s, 0.0) / interval - 1e-9))
             self._next_tick[broker] = self._epoch_or_now() + self._tick_round[broker] * interval
@@ -91,11 +116,25 @@ class RealtimeHost(BrokerHost):
         with self._lock:
             super().stop(broker)
             self._next_tick.pop(broker, None)
+        if self._endpoint is not None:
+            self._endpoint.unsubscribe(broker)
 
     def leave(self, broker: str, t_s: float) -> Published:
         with self._lock:
             self._next_tick.pop(broker, None)
-            return super().leave(broker, t_s)
+            published = super().leave(broker, t_s)
+        if self._endpoint is not None:
+            self._endpoint.unsubscribe(broker)
+        return published
+
+    def configure_channel(self, changes: dict[str, Any]) -> None:
+        """A `channel` event, for the faults this host's endpoint injects on receipt."""
+        assert self._endpoint is not None, "the simulated channel is configured where it lives"
+        self._endpoint.configure(**changes)
+
+    def stall(self, t_s: float, seconds: float) -> None:
+        """This host stops reading its brokers' reports for `seconds` (a `stall` event)."""
+        blocking_call(self._channel, "stall", sorted(self.brokers), t_s, seconds)
 
     def set_state(self, *args: Any) -> None:
         with self._lock:
@@ -118,6 +157,10 @@ class RealtimeHost(BrokerHost):
         with self._lock:
             drained = Drained(self._pending_rows, self._ticks, self._lags_s, self._pending_tables)
             self._pending_rows, self._ticks, self._lags_s, self._pending_tables = [], [], [], []
+        if self._endpoint is not None:
+            endpoint = self._endpoint
+            transport = endpoint.take_counters(), endpoint.take_events(), endpoint.take_latencies_s()
+            drained = Drained(drained.rows, drained.ticks, drained.lags_s, drained.tables, *transport)
         return drained
 
     def _epoch_or_now(self) -> float:
@@ -154,15 +197,18 @@ class RealtimeHost(BrokerHost):
         items = [(broker, topic, payload) for topic, payload in published.payloads]
         payloads = blocking_call(self._channel, "publish_and_fetch", broker, items, t_s)
         dead: list[tuple[str, int]] = []
+        roster = None
         if self._membership is not None and self.registry_reachable:
-            cursor = self._announcement_cursor.get(broker, 0)
-            dead, self._announcement_cursor[broker], self._issued = blocking_call(
-                self._membership, "heartbeat_and_announcements", broker, logical.state.incarnation, t_s, cursor
+            cursor, roster_cursor = self._announcement_cursor.get(broker, 0), self._roster_cursor.get(broker, 0)
+            serving = logical.serving_changes()
+            dead, self._announcement_cursor[broker], self._issued, roster, self._roster_cursor[broker] = blocking_call(
+                self._membership, "tick", broker, logical.state.incarnation, t_s, cursor, roster_cursor, serving
             )
         pool_size = None
         if self._consensus is not None:
             pool_size = blocking_call(self._consensus, "sync", broker, t_s)
-        rows, rejected = logical.allocate_phase(payloads, dead, round_index, t_s, pool_size, self._issued)
+        args = (payloads, dead, round_index, t_s, pool_size, self._issued, roster)
+        rows, rejected = logical.allocate_phase(*args)
         self._pending_rows.append(rows)
         self._pending_tables += logical.side_tables(round_index, t_s)
         self._ticks.append(
@@ -181,11 +227,30 @@ def run_realtime(
     writer: TelemetryWriter,
     on_round: Callable[[int], None] | None = None,
 ) -> dict[str, float]:
-    """Run `plan` on real time; returns the timer lag statistics (seconds), also put in the manifest."""
+    """Run `plan` on real time; returns the timer lag statistics (seconds), also put in the manifest.
+
+    A run on Redis without a URL gets a `redis-server` of its own for its duration."""
+    with redis_server.serving(plan, backend.name) as (plan_with_urls, server):
+        return _run_realtime(plan_with_urls, backend, writer, on_round, server)
+
+
+def _run_realtime(
+    plan: Plan,
+    backend: Backend,
+    writer: TelemetryWriter,
+    on_round: Callable[[int], None] | None,
+    server: redis_server.RedisServer | None,
+) -> dict[str, float]:
     interval = plan.interval_s
-    cluster = Cluster(plan, backend, host_class=RealtimeHost)
+    link = redis_link(plan, writer.run_id)  # None on the simulated channel
+    driver_endpoint = None if link is None else RedisEndpoint(link, time.time())  # a clean leave's zeros
+    cluster = Cluster(plan, backend, host_class=RealtimeHost, channel=driver_endpoint)
+    cluster.redis_server = server
+    if link is not None:  # where the reports went (a URL holds no password: the scenario's checks refuse one)
+        writer.manifest["redis"] = {"url": link.url, "channels": f"{link.prefix}:*", "own_server": server is not None}
     if backend.name == "local":  # timer threads share these objects
-        cluster.channel = Synchronized(cluster.channel)
+        if driver_endpoint is None:
+            cluster.channel = Synchronized(cluster.channel)
         cluster.membership = cluster.membership and Synchronized(cluster.membership)
         cluster.consensus = cluster.consensus and Synchronized(cluster.consensus)
     # Every host is created and ready before the clock starts: an actor may take seconds to start, and a
@@ -193,15 +258,23 @@ def run_realtime(
     for slot in cluster.slots:
         cluster.host(slot.brokers[0])
     ready = [backend.call(handle, "drain") for handle in cluster.all_hosts()]
-    ready.append(backend.call(cluster.channel, "subscribers"))
+    if driver_endpoint is None:
+        ready.append(backend.call(cluster.channel, "subscribers"))
     if cluster.membership is not None:
         ready.append(backend.call(cluster.membership, "alive"))
     backend.gather(ready)
     epoch = time.time() + STARTUP_S
-    shared = (cluster.channel, cluster.membership, epoch, cluster.consensus)
-    backend.gather([backend.call(h, "start_clock", *shared) for h in cluster.all_hosts()])
-    cluster.on_new_host = lambda handle: backend.gather([backend.call(handle, "start_clock", *shared)])
-    lags = LagHistogram()
+    if driver_endpoint is not None:
+        driver_endpoint.epoch_s = epoch
+
+    def clock_args() -> tuple:
+        """What a host's timer starts with: on Redis, the link with the channel's faults as they now stand."""
+        channel = cluster.channel if link is None else replace(link, plan=cluster.channel_plan)
+        return channel, cluster.membership, epoch, cluster.consensus
+
+    backend.gather([backend.call(h, "start_clock", *clock_args()) for h in cluster.all_hosts()])
+    cluster.on_new_host = lambda handle: backend.gather([backend.call(handle, "start_clock", *clock_args())])
+    lags, latencies = LagHistogram(), LagHistogram()
     last_round = 0
     try:
         for round_index in range(plan.rounds):
@@ -214,29 +287,48 @@ def run_realtime(
             if cluster.membership is not None and cluster.registry_reachable:
                 blocking_call(cluster.membership, "expire", t_s)
             if round_index < plan.rounds - 1:  # the last round's ticks are collected once they are done
-                _collect(cluster, backend, writer, round_index, t_s, lags)
+                _collect(cluster, backend, writer, round_index, t_s, lags, latencies)
             writer.end_round(round_index)
             if on_round is not None:
                 on_round(round_index)
         time.sleep(max(0.0, epoch + plan.rounds * interval - time.time()))
     finally:
         cluster.gather_hosts([(slot, backend.call(slot.handle, "stop_clock")) for slot in cluster.hosted_slots()])
-        _collect(cluster, backend, writer, last_round, last_round * interval, lags)
+        _collect(cluster, backend, writer, last_round, last_round * interval, lags, latencies)
         if cluster.consensus is not None:
             blocking_call(cluster.consensus, "close")
+        if driver_endpoint is not None:
+            driver_endpoint.close()
     lag_stats = lags.summary(interval)
     writer.manifest["realtime_lag"] = lag_stats
+    if link is not None:
+        writer.manifest["transport_latency"] = latency_summary(latencies)
     return lag_stats
 
 
 def _collect(
-    cluster: Cluster, backend: Backend, writer: TelemetryWriter, round_index: int, t_s: float, lags: LagHistogram
+    cluster: Cluster,
+    backend: Backend,
+    writer: TelemetryWriter,
+    round_index: int,
+    t_s: float,
+    lags: LagHistogram,
+    latencies: LagHistogram,
 ) -> None:
     """Telemetry the hosts gathered since the last call, written under the driver's round; their timers' lags
-    counted in `lags`."""
+    counted in `lags`, the publish-to-deliver times of a real transport in `latencies`."""
     drained = cluster.gather_hosts([(slot, backend.call(slot.handle, "drain")) for slot in cluster.hosted_slots()])
     log_lost(cluster, writer, round_index, t_s)
     counters = blocking_call(cluster.channel, "take_counters")
+    for host in drained:  # a real transport counts on each host
+        for broker, counted in host.counters.items():
+            counters[broker] = counters.get(broker, Counters()).plus(counted)
+        latencies.add(host.latencies_s)
+    transport_events = [event for host in drained for event in host.transport_events]
+    if cluster.channel_on_hosts:
+        transport_events += blocking_call(cluster.channel, "take_events")
+    for event_t_s, kind, target, detail in transport_events:
+        writer.add("events", event_row(round_index, event_t_s, kind, target, detail))
     sent: dict[str, int] = {}
     suppressed: dict[str, int] = {}
     rejected: dict[str, int] = {}

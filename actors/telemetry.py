@@ -96,8 +96,9 @@ MESSAGES_SCHEMA = pa.schema(
         ("bytes_delivered", pa.int64()),
         ("reports_sent", pa.int32()),
         ("reports_suppressed", pa.int32()),
-        ("deliveries_dropped", pa.int32()),
+        ("deliveries_dropped", pa.int32()),  # copies lost to the injected faults (loss, partitions)
         ("reports_rejected", pa.int32()),
+        ("deliveries_lost_transport", pa.int32()),  # copies a real transport lost (sequence gaps per sender)
     ]
 )
 EVENTS_SCHEMA = pa.schema(
@@ -307,7 +308,9 @@ class TelemetryWriter:
             # during the run never sees a part half written, and a driver killed mid-write leaves none.
             temporary = path.with_name(f".{path.name}.tmp")
             table = self._table(name, batches)
-            pq.write_table(table, temporary, use_dictionary=_NAME_COLUMNS[name], store_schema=False)
+            pq.write_table(  # pages checksummed: `quotalab report` finds a damaged page before Spark reads it
+                table, temporary, use_dictionary=_NAME_COLUMNS[name], store_schema=False, write_page_checksum=True
+            )
             os.replace(temporary, path)
         self._write_manifest(manifest)
         release_free_heap()  # the batch's rows are freed now: their pages go back (actors/heap.py)

@@ -1,13 +1,19 @@
-"""How long does `quotalab report` take per million rows of telemetry on `local[2]`?
+"""How long does `quotalab report` take, wall clock from the command to report.html (JVM start included), on
+`local[2]`, against the report as it was before issue 21 (commit 915f03d) in the same run?
 
-A synthetic run of 20 brokers x 250 groups x 200 rounds x 1 dimension = 1,000,000 `rounds` rows (plus 4,000
-`messages` rows and 3 events), written as the runtime writes it: a manifest and Parquet parts of 20 rounds
-each. Every broker serves every group; demands are log-normal around 1.2x the quota, usage approaches the
-max-min fair share after each event, a crashed broker is absent for 10 rounds, so the convergence, fairness
-and bandwidth jobs all have work to do.
+Two workloads, synthetic runs written as the runtime writes them (a manifest and Parquet parts of 20 rounds):
 
-Timed: `build_report` on a started session (the JVM's start is reported apart, it does not grow with the
-data), everything from reading Parquet to writing report.html.
+- demo: three runs of 5 brokers x 3 groups x 60 rounds (the size of `quotalab demo`'s runs; target <= 12 s);
+- million: one run of 20 brokers x 250 groups x 200 rounds x 1 dimension = 1,000,000 `rounds` rows (plus
+  4,000 `messages` rows and 3 events; target <= 20 s per million rows).
+
+Every broker serves every group; demands are log-normal around 1.2x the quota, usage approaches the max-min
+fair share after each event, a crashed broker is absent for 10 rounds, so the convergence, fairness and
+bandwidth jobs all have work to do.
+
+Each measurement runs `python -m experiments report RUN... --master local[2]` in a fresh process, from this
+checkout and from the baseline's files (`git archive 915f03d`), alternating, `--repeat` times each (median
+kept): a load that changes during the run weighs on both. Needs git and the repository's history.
 
 Run from the repository root: `python benchmarks/bench_report.py` (writes `benchmarks/results/report.json`).
 """
@@ -17,25 +23,31 @@ from __future__ import annotations
 import json
 import os
 import platform
+import statistics
+import subprocess
+import sys
+import tarfile
 import tempfile
 import time
 from datetime import UTC, datetime
 from importlib.metadata import version
+from io import BytesIO
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from common import command_line, loadavg_1m, results_path, save_results
+from common import ROOT, command_line, loadavg_1m, results_path, save_results
 
 from allocator.policies.waterfill import max_min_fair
-from experiments.report import build_report
-from experiments.report.session import spark_session
 
 RESULTS = results_path("report")
 MASTER = "local[2]"
-BROKERS, GROUPS, ROUNDS = 20, 250, 200
+BASELINE = "915f03d"  # the report before issue 21
+WORKLOADS = {"demo": {"runs": 3, "brokers": 5, "groups": 3, "rounds": 60},
+             "million": {"runs": 1, "brokers": 20, "groups": 250, "rounds": 200}}  # fmt: skip
+TARGETS = {"demo_s": 12.0, "seconds_per_million_rows": 20.0}
 QUOTA = 1_000.0
 ROUNDS_PER_PART = 20
 EVENTS = [(50, "demand", "broker-0", {"group": "tenant-000/ns", "msgs_per_s": 400.0}), (100, "crash", "broker-3", {}),
@@ -43,8 +55,9 @@ EVENTS = [(50, "demand", "broker-0", {"group": "tenant-000/ns", "msgs_per_s": 40
 CRASHED = range(100, 110)  # broker-3 is absent
 
 
-def write_synthetic_run(run_dir: Path, seed: int = 82) -> int:
+def write_synthetic_run(run_dir: Path, brokers_n: int, groups_n: int, rounds_n: int, seed: int = 82) -> int:
     """Write the run; returns the number of `rounds` rows."""
+    BROKERS, GROUPS, ROUNDS = brokers_n, groups_n, rounds_n
     rng = np.random.default_rng(seed)
     brokers = np.array([f"broker-{b}" for b in range(BROKERS)])
     groups = np.array([f"tenant-{g:03d}/ns" for g in range(GROUPS)])
@@ -57,10 +70,10 @@ def write_synthetic_run(run_dir: Path, seed: int = 82) -> int:
         if r >= 50:
             demand[0, 0] = 400.0
         if r >= 150:
-            quota[1] = 1_500.0
+            quota[min(1, GROUPS - 1)] = 1_500.0
         present = np.ones((GROUPS, BROKERS), dtype=bool)
         if r in CRASHED:
-            present[:, 3] = False
+            present[:, min(3, BROKERS - 1)] = False
         fair = max_min_fair(quota, demand, present)
         since_event = r - max(e for e in (0, 50, 100, 110, 150) if e <= r)
         noise = 1 + 0.3 * np.exp(-since_event / 4) * rng.standard_normal((GROUPS, BROKERS))
@@ -86,7 +99,7 @@ def write_synthetic_run(run_dir: Path, seed: int = 82) -> int:
                 "view_brokers": np.full(n, BROKERS, dtype=np.int32),
                 "reported": np.ones(n, dtype=bool),
                 "report_bytes": np.full(n, 24.0),
-                "incarnation": np.where((b == 3) & (r >= 110), 2, 1).astype(np.int32),
+                "incarnation": np.where((b == min(3, BROKERS - 1)) & (r >= 110), 2, 1).astype(np.int32),
                 "usage_fraction_of_limit": usage[g, b] / (fair[g, b] * 1.05),
                 "usage_fraction_of_quota": usage[g, b] / quota[g],
                 "group_usage": group_usage[g],
@@ -96,6 +109,8 @@ def write_synthetic_run(run_dir: Path, seed: int = 82) -> int:
                 "throttle_events": np.zeros(n, dtype=np.int32),
                 "report_age_max_s": np.zeros(n),
                 "report_age_mean_s": np.zeros(n),
+                "agreed_pool_size": np.full(n, -1, dtype=np.int32),  # no pool-size consensus
+                "pool": quota[g],
             }
         )
     rows = 0
@@ -105,9 +120,10 @@ def write_synthetic_run(run_dir: Path, seed: int = 82) -> int:
         table = pa.table({name: np.concatenate([part[name] for part in batch]) for name in batch[0]})
         pq.write_table(table, run_dir / "rounds" / f"part-{start // ROUNDS_PER_PART:05d}.parquet")
         rows += table.num_rows
-    _write_messages(run_dir, rng)
+    _write_messages(run_dir, rng, BROKERS, GROUPS, ROUNDS)
     _write_events(run_dir)
-    _write_throttles_and_timings(run_dir, parts, rng)
+    _write_throttles_and_timings(run_dir, parts, rng, BROKERS, ROUNDS)
+    (run_dir / "producers").mkdir()  # no producers: the table is empty
     manifest = {
         "run_id": run_dir.name,
         "scenario_name": "bench-report",
@@ -121,7 +137,7 @@ def write_synthetic_run(run_dir: Path, seed: int = 82) -> int:
     return rows
 
 
-def _write_messages(run_dir: Path, rng: np.random.Generator) -> None:
+def _write_messages(run_dir: Path, rng: np.random.Generator, BROKERS: int, GROUPS: int, ROUNDS: int) -> None:
     rounds, brokers = np.meshgrid(np.arange(ROUNDS, dtype=np.int32), np.arange(BROKERS), indexing="ij")
     n = rounds.size
     published = rng.integers(2_000, 6_000, size=n)
@@ -137,6 +153,7 @@ def _write_messages(run_dir: Path, rng: np.random.Generator) -> None:
             "reports_suppressed": rng.integers(0, GROUPS, size=n).astype(np.int32),
             "deliveries_dropped": np.zeros(n, dtype=np.int32),
             "reports_rejected": np.zeros(n, dtype=np.int32),
+            "deliveries_lost_transport": np.zeros(n, dtype=np.int32),
         }
     )
     (run_dir / "messages").mkdir()
@@ -158,7 +175,13 @@ def _write_events(run_dir: Path) -> None:
     pq.write_table(table, run_dir / "events" / "part-00000.parquet")
 
 
-def _write_throttles_and_timings(run_dir: Path, parts: list[dict[str, np.ndarray]], rng: np.random.Generator) -> None:
+def _write_throttles_and_timings(
+    run_dir: Path,
+    parts: list[dict[str, np.ndarray]],
+    rng: np.random.Generator,
+    BROKERS: int,
+    ROUNDS: int,
+) -> None:
     """`throttles`: the throttled rows, one reason; `timings`: a broker's allocate phase, ~1 ms."""
     rounds = pa.concat_tables(pa.table(part) for part in parts)
     throttled = rounds.filter(pc.greater(rounds["throttled_s"], 0.0))
@@ -182,40 +205,79 @@ def _write_throttles_and_timings(run_dir: Path, parts: list[dict[str, np.ndarray
     pq.write_table(timings, run_dir / "timings" / "part-00000.parquet")
 
 
-def run() -> dict:
-    with tempfile.TemporaryDirectory(prefix="bench-report-") as scratch:
-        run_dir = Path(scratch) / "bench-run"
-        rows = write_synthetic_run(run_dir)
-        load_before = loadavg_1m()
-        start = time.perf_counter()
-        spark = spark_session(MASTER)
-        session_s = time.perf_counter() - start
-        start = time.perf_counter()
-        build_report([run_dir], Path(scratch) / "report", spark=spark)
-        report_s = time.perf_counter() - start
-        spark.stop()
-    result = {
-        "rounds_rows": rows,
-        "shape": {"brokers": BROKERS, "groups": GROUPS, "rounds": ROUNDS, "dimensions": 1},
-        "master": MASTER,
-        "session_start_s": round(session_s, 2),
-        "report_s": round(report_s, 2),
-        "seconds_per_million_rows": round(report_s / (rows / 1e6), 2),
-        "load_average_1m_before": round(load_before, 2),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "pyspark": version("pyspark"),
-        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-    }
-    save_results(RESULTS, result, announce=False)
-    print(
-        f"{rows:,} rounds rows on {MASTER}: report {report_s:.1f} s "
-        f"({result['seconds_per_million_rows']} s per million rows); session start {session_s:.1f} s; "
-        f"load average before {load_before:.1f} on {os.cpu_count()} CPUs"
+def baseline_tree(scratch: Path) -> Path:
+    """The repository's files at `BASELINE`, unpacked into `scratch/baseline` (its report code, with today's
+    run format: the telemetry schema has only grown since)."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", BASELINE], capture_output=True, check=True).stdout
+    target = scratch / "baseline"
+    with tarfile.open(fileobj=BytesIO(archive)) as tar:
+        tar.extractall(target, filter="data")
+    return target
+
+
+def report_wall_s(code: Path, run_dirs: list[Path], out: Path) -> float:
+    """Wall seconds of `python -m experiments report` from `code`, in a fresh process (JVM start included)."""
+    command = [sys.executable, "-m", "experiments", "report", *map(str, run_dirs), "--out", str(out),
+               "--master", MASTER]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    start = time.perf_counter()
+    finished = subprocess.run(command, cwd=code, env=env, capture_output=True, text=True)
+    if finished.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} (from {code}) failed: {finished.stderr[-2000:]}")
+    return time.perf_counter() - start
+
+
+def run(repeat: int = 1, workloads: list[str] | None = None) -> dict:
+    """Measure each workload (default: all) `repeat` times with both codes; save and print the results."""
+    workloads = workloads or list(WORKLOADS)
+    result: dict = {"master": MASTER, "baseline": BASELINE, "repeat": repeat, "targets": TARGETS, "workloads": {}}
+    load_before = loadavg_1m()
+    with tempfile.TemporaryDirectory(prefix="bench-report-") as scratch_name:
+        scratch = Path(scratch_name)
+        baseline = baseline_tree(scratch)
+        for name in workloads:
+            shape = WORKLOADS[name]
+            run_dirs = [scratch / name / f"run-{index}" for index in range(shape["runs"])]
+            rows = sum(
+                write_synthetic_run(run_dir, shape["brokers"], shape["groups"], shape["rounds"], seed=82 + index)
+                for index, run_dir in enumerate(run_dirs)
+            )
+            times: dict[str, list[float]] = {"now": [], "baseline": []}
+            for attempt in range(repeat):
+                for label, code in (("now", ROOT), ("baseline", baseline)):
+                    out = scratch / f"{name}-{label}-{attempt}"
+                    times[label].append(report_wall_s(code, run_dirs, out))
+                    print(f"{name}: {label} {times[label][-1]:.1f} s", flush=True)
+            now_s, baseline_s = statistics.median(times["now"]), statistics.median(times["baseline"])
+            result["workloads"][name] = {
+                **shape,
+                "rounds_rows": rows,
+                "now_s": round(now_s, 2),
+                "baseline_s": round(baseline_s, 2),
+                "baseline_over_now": round(baseline_s / now_s, 2),
+                "now_seconds_per_million_rows": round(now_s / (rows / 1e6), 2),
+                "all_s": {label: [round(value, 2) for value in values] for label, values in times.items()},
+            }
+    result.update(
+        load_average_1m={"before": round(load_before, 2), "after": round(loadavg_1m(), 2)},
+        cpus=os.cpu_count(),
+        python=platform.python_version(),
+        pyspark=version("pyspark"),
+        date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
     )
+    save_results(RESULTS, result, announce=False)
+    for name, measured in result["workloads"].items():
+        print(
+            f"{name} ({measured['rounds_rows']:,} rounds rows): {measured['now_s']:.1f} s now, "
+            f"{measured['baseline_s']:.1f} s at {BASELINE} ({measured['baseline_over_now']}x faster now); "
+            f"{measured['now_seconds_per_million_rows']:.1f} s per million rows"
+        )
     return result
 
 
 if __name__ == "__main__":
-    command_line(__doc__).parse_args()
-    run()
+    parser = command_line(__doc__)
+    parser.add_argument("--repeat", type=int, default=1, help="measurements per code and workload (median kept)")
+    parser.add_argument("--workloads", nargs="+", choices=list(WORKLOADS), default=list(WORKLOADS))
+    arguments = parser.parse_args()
+    run(arguments.repeat, arguments.workloads)

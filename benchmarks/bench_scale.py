@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 from bench_runtime import message_bytes, stamped_lockstep
-from common import ROOT, environment, load_since, loadavg_1m, results_path, save_results
+from common import ROOT, descendants, environment, load_since, loadavg_1m, results_path, save_results
 
 from actors.backends import make_backend
 from experiments.plan import build_plan
@@ -63,26 +63,6 @@ CONFIGURATIONS = (("local", "interest"), ("local", "broadcast"), ("ray", "intere
 
 
 # --- one configuration, in a child process ---------------------------------------------------------------
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below `pid` (from /proc), e.g. the Ray processes a driver started."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def _rss_bytes(pid: int) -> int:
@@ -115,7 +95,7 @@ class _RssSampler:
 
     def _run(self) -> None:
         while not self._stop.wait(self._every):
-            self.peak = max(self.peak, sum(_rss_bytes(pid) for pid in _descendants(os.getpid())))
+            self.peak = max(self.peak, sum(_rss_bytes(pid) for pid in descendants(os.getpid())))
 
 
 def child(backend_name: str, routing: str, rounds: int | None, size: dict[str, int]) -> dict[str, Any]:

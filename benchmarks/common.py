@@ -38,6 +38,26 @@ def results_path(name: str) -> Path:
     return RESULTS_DIR / f"{name}.json"
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (from /proc), e.g. the Ray processes a driver started."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
 def loadavg_1m() -> float:
     """The machine's 1-minute load average."""
     return os.getloadavg()[0]
@@ -67,6 +87,20 @@ def save_results(path: Path, result: dict[str, Any], *lines: str, announce: bool
     path.write_text(json.dumps(result, indent=2) + "\n")
     if announce:
         print(f"saved {path.relative_to(ROOT)}")
+
+
+def replace_marked(path: Path, name: str, text: str) -> None:
+    """Put `text` between the markers `<!-- name:begin -->` and `<!-- name:end -->` of the document `path`, indented
+    as the begin marker is (a section inside a list item stays in it): the way a benchmark's figures reach the
+    docs, never copied by hand."""
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    document = path.read_text()
+    head, found, rest = document.partition(begin)
+    if not found or end not in rest:
+        raise ValueError(f"{path.relative_to(ROOT)} has no {begin} ... {end} section")
+    indent = head[head.rfind("\n") + 1 :]
+    body = "".join(f"{indent}{line}\n" if line else "\n" for line in text.strip().splitlines())
+    path.write_text(head + begin + "\n" + body + indent + end + rest.partition(end)[2])
 
 
 PHASES = ("admit", "build_reports", "receive", "cleanup", "allocate")

@@ -3,7 +3,7 @@ policy, for a few disturbances of the quality suite, drawn from the runs' Parque
 
 Each figure is one disturbance at one loss (a column per policy): the quota, the total usage (bold) and each
 broker's limit (thin) per round, the disturbance's round marked. The runs are the quality suite's own
-scenarios (`bench_quality.scenario_data`), seed 1, in-process; they take a few seconds each.
+scenarios (`quality_suite.scenario_data`), seed 1, in-process; they take a few seconds each.
 
 Run from the repository root: `python benchmarks/figures_policies.py [--out docs/figures]`.
 """
@@ -15,9 +15,9 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-from bench_quality import EVENT_AT, Case, scenario_data
 from common import ROOT
 from matplotlib.figure import Figure
+from quality_suite import EVENT_AT, Case, scenario_data
 
 from allocator.policies import RECOMMENDED
 from experiments.scenario import parse_scenario

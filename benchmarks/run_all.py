@@ -1,10 +1,10 @@
 """Run every benchmark's `run()` and write `benchmarks/results/all.json`.
 
 Modules, in order: token_bucket, codec, allocator, node_scale, runtime, scale, report, sweep, quality (these
-three need Spark; report is skipped when `benchmarks/bench_report.py` does not exist) and soak (a 30-minute
-realtime run; 2 minutes under `--quick`). A module without a `run()` is recorded as skipped; a benchmark that
-fails is recorded with its error, and the others still run. Only `all.json` is written here: each module's own
-`results/<name>.json` is written when that module is run as a script.
+three need Spark; report is skipped when `benchmarks/bench_report.py` does not exist), soak (a 30-minute
+realtime run; 2 minutes under `--quick`) and redis (the reports over Redis Pub/Sub). A module without a `run()`
+is recorded as skipped; a benchmark that fails is recorded with its error, and the others still run. Only
+`all.json` is written here: each module's own `results/<name>.json` is written when that module is run as a script.
 
 Run from the repository root:
 
@@ -35,7 +35,19 @@ for path in (ROOT, BENCHMARKS):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-NAMES = ("token_bucket", "codec", "allocator", "node_scale", "runtime", "scale", "report", "sweep", "quality", "soak")
+NAMES = (
+    "token_bucket",
+    "codec",
+    "allocator",
+    "node_scale",
+    "runtime",
+    "scale",
+    "report",
+    "sweep",
+    "quality",
+    "soak",
+    "redis",
+)
 
 QUICK: dict[str, dict[str, Any]] = {
     "token_bucket": {"calls": 20_000, "repeats": 2, "array_calls": 200},
@@ -44,6 +56,7 @@ QUICK: dict[str, dict[str, Any]] = {
     "node_scale": {"repeats": 1},
     "scale": {"quick": True},
     "quality": {"quick": True},
+    "redis": {"quick": True},
     "soak": {"minutes": 2.0, "warmup_minutes": 0.5, "sample_s": 2.0},
 }
 

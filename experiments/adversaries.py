@@ -36,14 +36,7 @@ from experiments.run import run_scenario
 from experiments.scenario import parse_scenario, read_scenario
 
 SCENARIO = Path(__file__).parent / "scenarios" / "adversaries.yaml"
-# A policy, or POLICY:SWITCH for the policy with one of its switches on (fair-share-safe's liar bound).
-POLICIES = (
-    "pulsar",
-    "pip82-proportional",
-    "pip82-steal",
-    "fair-share-safe",
-    "fair-share-safe:count_others_up_to_share",
-)
+POLICIES = ("pulsar", "pip82-proportional", "pip82-steal", "fair-share-safe")
 VARIANTS = ("honest", "liar", "liar+forged", "liar+forged, cluster key")
 WARM_UP_ROUNDS = 5
 STARVED_BELOW = 0.5  # as the report's `starved`: admitted below half the max-min fair share
@@ -115,8 +108,7 @@ def variant_data(raw: dict[str, Any], variant: str, policy: str, key_dir: Path) 
     """The raw scenario of one run: `policy`, per-broker keys from `key_dir` (or its `cluster.key` when the
     variant names the cluster key), without the liar for "honest", without the forgeries unless "forged"."""
     data = copy.deepcopy(raw)
-    name, _, switch = policy.partition(":")
-    data["policy"] = {"name": name, "params": {switch: True}} if switch else {"name": name}
+    data["policy"] = {"name": policy}
     reporting = {k: v for k, v in data.get("reporting", {}).items() if not k.startswith(("key_dir", "hmac_key"))}
     if "cluster key" in variant:
         reporting["hmac_key_file"] = str((key_dir / "cluster.key").resolve())
@@ -132,7 +124,7 @@ def variant_data(raw: dict[str, Any], variant: str, policy: str, key_dir: Path) 
 
 
 def _slug(label: str) -> str:
-    return label.replace("+", "-").replace(", ", "-").replace(" ", "-").replace(":", "-")
+    return label.replace("+", "-").replace(", ", "-").replace(" ", "-")
 
 
 def _telemetry(run_dir: Path) -> dict[str, pd.DataFrame]:

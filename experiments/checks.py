@@ -44,6 +44,20 @@ def show(value: Any, longest: int = 60) -> str:
     return text if len(text) <= longest else f"{text[:longest]}... ({len(text)} characters)"
 
 
+def kind_of(value: Any) -> str:
+    """What `value` is, without showing it: for the top of a file that may not be the file meant (a key named
+    as a scenario must not be repeated in the error)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else f"a {type(value).__name__}"
+
+
 def listing(names: Collection[str], shown: int = 6) -> str:
     """A short list of names for a message (a generated scenario may have 100,000 groups)."""
     more = f" and {len(names) - shown} more" if len(names) > shown else ""

@@ -10,17 +10,21 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from importlib.metadata import PackageNotFoundError, version
 
 from actors.backends import RunFailedError
 from experiments.errors import UserError
 
 SUBCOMMANDS = (
     "experiments.run",
+    "experiments.catalog",
     "experiments.report.command",
     "experiments.sweep.command",
     "experiments.demo",
     "experiments.keys",
     "experiments.adversaries",
+    "experiments.policies_command",
+    "experiments.importing.command",
 )
 
 
@@ -29,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="quotalab",
         description="Cooperative quota allocation across brokers: run experiments, sweep parameters, report.",
     )
+    parser.add_argument("--version", action="version", version=f"quotalab {_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module_name in SUBCOMMANDS:
         try:
@@ -39,6 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
             raise
         module.register(subparsers)
     return parser
+
+
+def _version() -> str:
+    try:
+        return version("quotalab")
+    except PackageNotFoundError:  # run from a checkout that was not installed
+        return "(not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -213,7 +213,7 @@ class LiveMetrics:
 
     def _cumulative(self) -> Iterator[Metric]:
         for name, counts in ((f"{PULSAR}local_usage_reported", self._reported), (f"{PULSAR}updates", self._updates)):
-            family = GaugeMetricFamily(name, HELP[name], labels=["group", "broker"])
+            family = CounterMetricFamily(name, HELP[name], labels=["group", "broker"])  # served as NAME_total
             for (broker, group), count in sorted(counts.items()):
                 family.add_metric([group, broker], count)
             yield family

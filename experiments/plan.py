@@ -28,7 +28,9 @@ from actors.plan import (
     PlannedEvent,
     ProducerPlan,
     QuotaEvent,
+    RedisOutageEvent,
     RegistryEvent,
+    StallEvent,
     Workload,
     component_rng,
 )
@@ -68,6 +70,7 @@ def build_plan(scenario: Scenario) -> Plan:
         max_clock_skew_s=cleanup.max_report_age_rounds * interval_s,  # the same allowance either way
         compress=reporting.compress,
         float32_rates=reporting.float32_rates,
+        wire=reporting.wire,
         hmac_key=reporting.hmac_key,
         ramps=_ramps(scenario, dimensions),
         fallback=FallbackSettings(**asdict(scenario.fallback)),
@@ -78,6 +81,9 @@ def build_plan(scenario: Scenario) -> Plan:
         **_channel_fields(asdict(scenario.channel), interval_s),
         routing=scenario.channel.routing,
         topics=len(scenario.brokers) if interest else scenario.channel.shards,
+        transport=scenario.channel.transport,
+        redis_url=scenario.channel.redis_url,
+        pubsub_buffer_limit=scenario.channel.pubsub_buffer_limit,
     )
     served = [
         _served_groups(broker, scenario.events, group_index, [p.group for _, p in _producers_on(scenario, broker.name)])
@@ -115,9 +121,10 @@ def _consensus(
 ) -> ConsensusPlan | None:
     """The pool-size consensus when the policy splits by an agreed pool size and the run has a membership
     registry (its heartbeats and session timeout); without one such a policy splits by the brokers in view."""
-    if not policy.policy.agreed_pool_size or session_timeout_s is None:
+    if not policy.policy.hooks.splits_by_agreed_pool_size or session_timeout_s is None:
         return None
-    return ConsensusPlan(store=scenario.membership.store, url=scenario.membership.url, ttl_s=session_timeout_s)
+    url = scenario.membership.url or scenario.channel.redis_url  # none: the run's own server (actors.redis_server)
+    return ConsensusPlan(store=scenario.membership.store, url=url, ttl_s=session_timeout_s)
 
 
 def _dimensions(scenario: Scenario) -> tuple[str, ...]:
@@ -145,12 +152,11 @@ def _ramps(scenario: Scenario, dimensions: tuple[str, ...]) -> tuple[GroupRamp, 
 
 
 def _quota_rows(quotas: Sequence[Mapping[str, float]], dimensions: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """[G, D] rates (np.inf: unlimited, written as a negative number by the parser, or not named) and [G, D]
-    whether the group's quota names the dimension."""
+    """[G, D] rates (np.inf: unlimited, or not named) and [G, D] whether the group's quota names the dimension."""
     rates = np.array([[quota.get(dim, np.inf) for dim in dimensions] for quota in quotas], dtype=np.float64)
     limited = np.array([[dim in quota for dim in dimensions] for quota in quotas], dtype=bool)
     rates = rates.reshape(len(quotas), len(dimensions))
-    return np.where(rates < 0, np.inf, rates), limited.reshape(rates.shape)
+    return rates, limited.reshape(rates.shape)
 
 
 def _channel_fields(spec: Mapping[str, Any], interval_s: float) -> dict[str, Any]:
@@ -261,16 +267,11 @@ def _throttle(scenario: Scenario) -> ThrottleSettings | None:
         mode=spec.mode,
         step_s=spec.step_ms / 1000,
         receipt_wait_s=spec.receipt_wait_ms / 1000,
-        broker_msgs_per_s=_or_inf(spec.broker_msgs_per_s),
-        persist_bytes_per_s=_or_inf(spec.persist_bytes_per_s),
-        max_pending_per_connection=_or_inf(spec.max_pending_per_connection),
-        publish_buffer_bytes=_or_inf(spec.publish_buffer_mb) * MIB,
+        broker_msgs_per_s=spec.broker_msgs_per_s,
+        persist_bytes_per_s=spec.persist_bytes_per_s,
+        max_pending_per_connection=spec.max_pending_per_connection,
+        publish_buffer_bytes=spec.publish_buffer_mb * MIB,
     )
-
-
-def _or_inf(value: float) -> float:
-    """A scenario's number that may be 'unlimited' (stored as -1.0): inf when it is."""
-    return np.inf if value < 0 else value
 
 
 def _producers_on(scenario: Scenario, broker: str) -> list[tuple[str, ProducerSpec]]:
@@ -299,7 +300,7 @@ def _producer_plan(scenario: Scenario, broker: BrokerSpec, group_ids: np.ndarray
             send_timeout_s=np.array([p.send_timeout_ms / 1000 for p in producers]),
             max_pending=np.array([p.max_pending for p in producers], dtype=np.float64),
             msg_bytes=msg_bytes,
-            topic_msgs_per_s=np.array([_or_inf(p.topic_msgs_per_s) for p in producers]),
+            topic_msgs_per_s=np.array([p.topic_msgs_per_s for p in producers]),
             receipt_s=np.array([receipt_s[name] for name, _ in on_broker]),
         ),
         workload=Workload(rates, msg_bytes, np.full(len(producers), broker.join_at, dtype=np.int64), profiles),
@@ -338,6 +339,13 @@ def _events(
             if at + params["rounds"] < scenario.rounds:  # the registry answers again (a planned event of its own)
                 restored = RegistryEvent(at + params["rounds"], reachable=True)
                 planned.append(PlannedEvent(restored, "registry_restored", target, _detail(params)))
+        elif event.kind == "stall":
+            typed = StallEvent(at, target, params["seconds"])
+        elif event.kind == "redis_outage":
+            typed = RedisOutageEvent(at, up=False)
+            if at + params["rounds"] < scenario.rounds:  # the server starts again (a planned event of its own)
+                restarted = RedisOutageEvent(at + params["rounds"], up=True)
+                planned.append(PlannedEvent(restarted, "redis_restored", target, _detail(params)))
         elif event.kind == "forge":
             signed = params["signed"]
             typed = ForgeEvent(

@@ -3,6 +3,11 @@
 import os
 
 import pytest
+from hypothesis import settings
+
+# No test may depend on the machine's speed: hypothesis's per-example deadline is off for every test.
+settings.register_profile("quotalab", deadline=None)
+settings.load_profile("quotalab")
 
 
 @pytest.fixture(scope="session")
@@ -10,7 +15,7 @@ def ray_session():
     import ray
 
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield ray
     ray.shutdown()
 
@@ -24,58 +29,30 @@ def spark():
     session.stop()
 
 
-# -- a real Redis for the pool-size consensus (actors.redis_consensus) ---------------------------------------
+# -- a real Redis (actors.redis_server): the pool-size consensus, the Redis transport --------------------------
 
 
-class RedisServer:
-    """A `redis-server` on 127.0.0.1, on a free port, with no persistence; `stop()` kills it (a crash),
-    `start()` starts it again on the same port, empty."""
+def _redis_server():
+    import shutil
 
-    def __init__(self) -> None:
-        import shutil
-        import socket
+    from actors.redis_server import RedisServer
 
-        self.binary = shutil.which("redis-server")
-        if self.binary is None:
-            pytest.skip("redis-server is not installed (CI installs it with apt in .ci/run)")
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.start()
-
-    def start(self) -> None:
-        import socket
-        import subprocess
-        import time
-
-        command = [self.binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no"]
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10.0
-        while time.monotonic() < deadline:
-            with socket.socket() as client:
-                if client.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            time.sleep(0.02)
-        self.stop()
-        raise RuntimeError(f"redis-server did not listen on 127.0.0.1:{self.port} within 10 s")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=10)
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (CI installs it with apt in .ci/run)")
+    return RedisServer()
 
 
 @pytest.fixture(scope="session")
 def redis_server():
-    server = RedisServer()
+    """A `redis-server` on 127.0.0.1, on a free port, with no persistence, for the whole session."""
+    server = _redis_server()
     yield server
     server.stop()
 
 
 @pytest.fixture
 def own_redis_server():
-    """A server of the test's own, which it may kill."""
-    server = RedisServer()
+    """A server of the test's own, which it may kill (`stop()`) and start again, empty (`start()`)."""
+    server = _redis_server()
     yield server
     server.stop()

@@ -60,3 +60,30 @@ def test_readme_embedding_snippet_runs_as_written():
     exec(compile(snippet, "README.md", "exec"), namespace)  # noqa: S102 - the README's own code
     assert np.allclose(namespace["new_limit"], [[20.0, 60.0, 40.0]])
     assert namespace["limits"].shape == (1, 1)
+
+
+def test_the_policies_knob_table_is_the_knobs_own_documentation():
+    from allocator.policies import POLICIES
+    from experiments.policies_command import knobs_markdown
+
+    section = (ROOT / "docs" / "policies.md").read_text().split("<!-- knobs:begin -->")[1].split("<!-- knobs:end -->")
+    assert section[0].strip() == knobs_markdown(list(POLICIES))
+
+
+def test_the_policies_quality_tables_are_the_saved_results():
+    saved = (ROOT / "benchmarks" / "results" / "quality.md").read_text().split("### Per disturbance")[0].strip()
+    section = (ROOT / "docs" / "policies.md").read_text().split("<!-- quality:begin -->")[1]
+    assert section.split("<!-- quality:end -->")[0].strip() == saved
+
+
+def test_the_readme_quotes_the_saved_worst_rounds():
+    import json
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_quality import worst_summary
+
+    saved = json.loads((ROOT / "benchmarks" / "results" / "quality.json").read_text())
+    section = (ROOT / "README.md").read_text().split("<!-- quality-summary:begin -->")[1]
+    quoted = " ".join(section.split("<!-- quality-summary:end -->")[0].split())
+    assert quoted == " ".join(worst_summary(saved["by_loss"]).split())

@@ -5,7 +5,9 @@ report 7 of a peer right after report 4 knows it missed two. The meter counts, p
 other brokers received and the ones missed in the gaps, and keeps both as sums that decay by `memory` per
 round: `loss = missed / (missed + received)`, recent rounds weighing most. A peer's first report and the first
 of a new incarnation open a new count (there is no gap to see); a report numbered at or below the last one
-seen (a duplicate, or a copy overtaken by a later one) counts for nothing.
+seen (a duplicate, or a copy overtaken by a later one) counts for nothing. The broker shows it only the reports
+its usage table accepted: a report the table throws away (too old, a sequence number further ahead than the
+sender can have counted, an old incarnation) moves nothing here either.
 
 When a broker's reports are split over several topics and a receiver holds only some of them, a round whose
 report had nothing for the receiver's topics looks like a gap: the measure is then an upper bound.
@@ -13,7 +15,6 @@ report had nothing for the receiver's topics looks like a gap: the measure is th
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 DEFAULT_MEMORY = 0.9  # per round: a loss seen 10 rounds ago weighs a third of one seen now
@@ -54,13 +55,3 @@ class LossMeter:
                 self._missed += seq - last[1] - 1
             self._received += 1
             self._last[broker] = (incarnation, seq)
-
-
-def copies_needed(loss: float, odds: float, most: int) -> int:
-    """The fewest copies of a report whose loss, every one of them at `loss`, has odds of at most `odds`
-    (`loss ** copies <= odds`), between 1 and `most`: 1 without loss or with `odds` 1, `most` at a loss of 1."""
-    if odds >= 1.0 or loss <= 0.0:
-        return 1
-    if loss >= 1.0:
-        return most
-    return max(1, min(most, math.ceil(math.log(odds) / math.log(loss) - 1e-9)))

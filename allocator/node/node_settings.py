@@ -8,6 +8,7 @@ from allocator import policies
 from allocator.node.fallback import FallbackSettings
 from allocator.ramps.ramped_pool import GroupRamp
 from allocator.wire.envelope import check_key
+from allocator.wire.pulsar.limits import WIRES, pulsar_refusal
 from allocator.wire.signing import PublicKeys
 
 DEFAULT_POLICY = policies.bind("pip82-steal")
@@ -17,11 +18,8 @@ DEFAULT_POLICY = policies.bind("pip82-steal")
 class NodeSettings:
     """How a broker reports, cleans up and allocates; the same for every broker of a cluster.
 
-    The bound policy also carries the broker's own mechanisms (all off but for `fair-share-safe`, see
-    `allocator.policies.Settings`): where a newcomer starts (`start_from_residual`), what a quota change does
-    (`rescale_on_quota_change`), when a silent entry expires (`stale_after_multiple` x `stale_after_s`) and
-    whether the demand estimated from throttled time is reported (`report_throttled_demand`) and how many
-    rounds a change is reported in at the loss measured (`lost_change_odds`).
+    The bound policy carries the broker's mechanisms (its hooks, `allocator.policies.hooks`): where a newcomer
+    starts, what is reported, how the view is read, what a quota change does.
     """
 
     dimensions: tuple[str, ...]
@@ -39,8 +37,19 @@ class NodeSettings:
     fallback: FallbackSettings = FallbackSettings()  # what a broker does when reports stop (allocator.node.fallback)
     hmac_key: bytes | None = None  # the cluster key: any holder signs as any broker
     public_keys: PublicKeys | None = None  # per-broker keys: each broker signs with its own (`BrokerNode.signer`)
+    wire: str = "quotalab"  # quotalab (allocator.wire.codec) | pulsar (Pulsar's ResourceUsageInfo: docs/pulsar.md)
 
     def __post_init__(self) -> None:
         if not isinstance(self.policy, policies.BoundPolicy):
             raise TypeError(f"policy must be allocator.policies.bind(name, params), not {type(self.policy).__name__}")
         check_key(self.hmac_key, public_keys=self.public_keys)  # TypeError now, not every report counted as bad
+        if self.wire not in WIRES:
+            raise ValueError(f"wire must be one of {', '.join(WIRES)}, got {self.wire!r}")
+        refusal = pulsar_refusal(
+            demand=self.report_demand or self.policy.policy.hooks.claims_estimated_demand,
+            signed=self.hmac_key is not None or self.public_keys is not None,
+            compress=self.compress,
+            float32_rates=self.float32_rates,
+        )
+        if self.wire == "pulsar" and refusal is not None:
+            raise ValueError(f"wire pulsar: {refusal}")

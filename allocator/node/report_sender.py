@@ -12,8 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from allocator.node.node_settings import NodeSettings
-from allocator.node.reporting import Selection
+from allocator.policies.reporting import Selection
 from allocator.wire.codec import encode_split
+from allocator.wire.pulsar import codec as pulsar_codec
 from allocator.wire.routing import Routes
 from allocator.wire.signing import Signer
 from allocator.wire.usage_report import UsageReport
@@ -47,6 +48,8 @@ class ReportSender:
         self.routes = Routes.single(len(group_ids)) if routes is None else routes
         if self.routes.n_groups != len(group_ids):
             raise ValueError(f"routes are for {self.routes.n_groups} groups, the node has {len(group_ids)}")
+        if settings.wire == "pulsar" and group_names is None:
+            raise ValueError("wire pulsar: reports name their groups, so a broker needs group_names")
         self.group_names = group_names
         self.signer = signer
         self.reports_demand = reports_demand
@@ -77,15 +80,18 @@ class ReportSender:
             demand=demand if self.reports_demand else None,
             dictionary=self._dictionary(np.flatnonzero(reported)),
         )
-        encoded = encode_split(
-            report,
-            pair_rows,
-            bounds,
-            key=self.settings.hmac_key,
-            signer=self.signer,
-            compress=self.settings.compress,
-            float32=self.settings.float32_rates,
-        )
+        if self.settings.wire == "pulsar":
+            encoded = pulsar_codec.encode_split(report, pair_rows, bounds, self.group_names, self.settings.interval_s)
+        else:
+            encoded = encode_split(
+                report,
+                pair_rows,
+                bounds,
+                key=self.settings.hmac_key,
+                signer=self.signer,
+                compress=self.settings.compress,
+                float32=self.settings.float32_rates,
+            )
         entries = np.diff(bounds)
         bytes_per_entry = np.array([len(payload) for payload in encoded]) / entries
         report_bytes = np.bincount(pair_rows, weights=np.repeat(bytes_per_entry, entries), minlength=n_groups)

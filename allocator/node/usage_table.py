@@ -10,11 +10,16 @@ are ignored: a broker only needs the entries of the groups it shares (PIP-82's m
 
 A slot stays with its broker while the broker's entry is absent (a zero report or an expiry), keeping its
 sequence number so that a late copy cannot bring the entry back; it is freed when the broker's entries are
-voided (a restart or a removal by the membership).
+voided (a restart or a removal by the membership), unless the registry lists the broker as serving the group.
+
+The roster: `listed[g, k]` says the membership registry lists the broker of slot k as serving group g (as a
+Pulsar broker finds a bundle's owner in the metadata store), whether or not its reports were heard; a slot is
+taken for a listed broker never heard. `update_roster` applies the registry's changes in order.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -57,6 +62,7 @@ class CleanupRules:
     max_report_age_s: float  # a report published longer ago than this is dropped
     max_clock_skew_s: float = np.inf  # a report published further ahead than this is dropped
     interval_s: float | None = None  # the senders' reporting interval; None: sequence numbers are not bounded
+    keep_listed: bool = False  # the entry of a broker the registry lists as serving the group never expires
 
 
 class UsageTable:
@@ -80,6 +86,8 @@ class UsageTable:
         self.usage = np.zeros((n_groups, 1, n_dimensions))
         self.demand = np.zeros((n_groups, 1, n_dimensions))
         self.present = np.zeros((n_groups, 1), dtype=bool)
+        self.listed = np.zeros((n_groups, 1), dtype=bool)
+        self.has_roster = False  # the registry's roster was applied at least once
         self.demand_known = np.zeros((n_groups, 1), dtype=bool)
         self._refreshed_s = np.zeros((n_groups, 1))
         self._seq = np.full((n_groups, 1), -1, dtype=np.int64)
@@ -171,9 +179,32 @@ class UsageTable:
         outcomes = np.where(too_new, 5, np.where(seq_jump, 6, outcomes))
         return [_OUTCOMES[outcome] for outcome in outcomes.tolist()]
 
+    def update_roster(
+        self, group_ids: np.ndarray, brokers: np.ndarray, serving: np.ndarray, names: Sequence[str]
+    ) -> None:
+        """Apply the registry's roster changes, in order: broker `names[brokers[i]]` serves group `group_ids[i]`
+        from now on if `serving[i]`, or no longer. Groups this broker does not hold and its own entries are
+        skipped; a broker listed but never heard gets a slot."""
+        self.has_roster = True
+        rows, known = self.local_rows(np.asarray(group_ids, dtype=np.int64))
+        codes, code_of = np.unique(np.asarray(brokers, dtype=np.int64), return_inverse=True)
+        index = np.array([self._broker_index(names[code]) for code in codes.tolist()], dtype=np.int64)[code_of]
+        keep = known & (index != OWN)
+        if not keep.any():
+            return
+        rows, index, serving = rows[keep], index[keep], np.asarray(serving, dtype=bool)[keep]
+        last = len(rows) - 1 - np.unique((rows * len(self.brokers) + index)[::-1], return_index=True)[1]
+        rows, index, serving = rows[last], index[last], serving[last]  # the last change of each pair wins
+        changing = serving | self._slot_held(rows, index)  # a removal of a broker without a slot changes nothing
+        slots = self._slots_of(rows[changing], index[changing])
+        self.listed[rows[changing], slots] = serving[changing]
+
     def expire(self, now_s: float) -> int:
-        """Remove the entries of other brokers not refreshed within `stale_after_s`; returns how many."""
+        """Remove the entries of other brokers not refreshed within `stale_after_s` (but for those listed as
+        serving the group, with `keep_listed`); returns how many."""
         stale = self.present & (self._refreshed_s < now_s - self.rules.stale_after_s)
+        if self.rules.keep_listed:
+            stale &= ~self.listed
         stale[:, OWN] = False
         self.present &= ~stale
         return int(stale.sum())
@@ -191,7 +222,7 @@ class UsageTable:
             return False
         if incarnation is not None and incarnation < self._incarnation[index]:
             return False  # the dead one is an older incarnation; the live one keeps its entries
-        self._clear_broker(index)
+        self._clear_broker(index, unlist=True)
         # A dead incarnation never comes back (a restart registers a higher one): a late report of it still
         # in the channel must not bring its entries back, so that incarnation and older ones are refused.
         dead = self._incarnation[index] if incarnation is None else max(incarnation, self._incarnation[index])
@@ -281,6 +312,10 @@ class UsageTable:
         table_seq[flat] = seq[kept]
         return np.bincount(of_report[kept], minlength=len(batch)) > 0
 
+    def _slot_held(self, rows: np.ndarray, brokers: np.ndarray) -> np.ndarray:
+        """bool[n]: whether broker `brokers[i]` holds a slot in row `rows[i]`."""
+        return (np.take(self.slot_broker, rows, axis=0) == brokers[:, None]).any(axis=1)
+
     def _slots_of(self, rows: np.ndarray, brokers: np.ndarray) -> np.ndarray:
         """The slot of each (row, broker) entry, taking free slots for the ones not in the table yet."""
         width = self.slot_broker.shape[1]  # whole rows (free slots never match) and 1-D gathers: ~2x faster
@@ -324,18 +359,22 @@ class UsageTable:
         self.usage = widen(self.usage, 0.0)
         self.demand = widen(self.demand, 0.0)
         self.present = widen(self.present, False)
+        self.listed = widen(self.listed, False)
         self.demand_known = widen(self.demand_known, False)
         self._refreshed_s = widen(self._refreshed_s, 0.0)
         self._seq = widen(self._seq, -1)
 
-    def _clear_broker(self, index: int) -> None:
-        """Void every entry of broker `index` and free its slots."""
+    def _clear_broker(self, index: int, unlist: bool = False) -> None:
+        """Void every entry of broker `index` and free its slots, but for those the registry lists it in (all of
+        them with `unlist`: the registry declared it dead)."""
         slots = self.slot_broker == index
         self._last_seq[index] = -1  # a new incarnation numbers its reports from the start
         self.present[slots] = False
         self.demand_known[slots] = False
         self._seq[slots] = -1
-        self.slot_broker[slots] = FREE
+        if unlist:
+            self.listed[slots] = False
+        self.slot_broker[slots & ~self.listed] = FREE
 
     def _broker_index(self, broker: str) -> int:
         index = self._index.get(broker)

@@ -1,12 +1,14 @@
-"""Numaflow's split (`numaflow-equal`): every broker takes `pool / N`, N the pool size the brokers agree on.
+"""Numaflow's split (`numaflow-equal`): every broker takes `pool / N`, N the brokers that serve the group.
 
-N is not in the usage table: it comes from the pool-size consensus (`allocator.node.consensus`), an explicit input a
-`BrokerNode` gets from its host every round (`BrokerNode.set_pool_size`). The policy keeps the registry's
-signature and reads no store: N is the number of brokers present in the view it is given, and a node with
-an agreed pool size gives it the pool as its view (N present brokers), so the common knobs (`min_share`,
-`smoothing`, `max_step`) work as for every policy. Given the usage view instead (a run without a membership
-registry, `policies.step`), N is the brokers in view: the seed's "use pod count to throttle" without an
-external store.
+N is not in the usage table. The brokers agree on a pool size through the consensus store
+(`allocator.node.consensus`, Numaflow's heartbeats), an input a `BrokerNode` gets from its host every round
+(`BrokerNode.set_pool_size`); a group's N is the agreed pool size, at most the brokers the membership registry
+lists as serving the group (this one included): a group served by 3 of 4 brokers is split in 3. While no size is
+agreed yet a newcomer holds the floor. The rule keeps the registry's signature and reads no store: N is the
+number of brokers present in the view it is given, and the hooks give it the pool as its view (N present
+brokers), so the common knobs (`min_share`, `smoothing`, `max_step`) work as for every policy. Given the usage
+view instead (a run without a pool-size consensus, `policies.step`), N is the brokers in view: the seed's "use
+pod count to throttle" without an external store.
 
 The remainder is carried as fractional tokens: a limit is a rate, and the token bucket accrues fractions of a
 token and keeps them from one second to the next, so a pool of 1 msg/s on 2 brokers is 0.5 msg/s each (a
@@ -18,7 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from allocator.policies.settings import Settings
+from allocator.policies.hooks import OWN, Hooks, PeerView
+from allocator.policies.settings import PolicySettings
 from allocator.policies.view import View
 
 
@@ -27,6 +30,40 @@ def pool_share(quota: np.ndarray, pool_size: float | np.ndarray) -> np.ndarray:
     return np.asarray(quota, dtype=np.float64) / np.maximum(pool_size, 1.0)
 
 
-def numaflow_equal(view: View, settings: Settings) -> np.ndarray:
+def numaflow_equal(view: View, settings: PolicySettings) -> np.ndarray:
     """Every present broker's row is `quota / N`, N the brokers present in the view."""
     return np.repeat(pool_share(view.quota, view.n_present)[None, :], view.present.shape[0], axis=0)
+
+
+class PoolSizeHooks(Hooks):
+    """A broker that splits by the pool size agreed through the consensus store, once its host gives one."""
+
+    splits_by_agreed_pool_size = True
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.splits_by_pool_size = False  # set_pool_size was called: N comes from the consensus
+        self.pool_size: int | None = None
+
+    def set_pool_size(self, pool_size: int | None) -> None:
+        """None: a newcomer waiting for the first agreement, which holds its floor. A node never given one runs
+        the rule on its usage view (by the brokers in it)."""
+        self.splits_by_pool_size, self.pool_size = True, pool_size
+
+    def start_limit(self, pool: np.ndarray, view: PeerView) -> np.ndarray:
+        if not self.splits_by_pool_size:
+            return super().start_limit(pool, view)
+        return self.allocate(pool, view, np.zeros_like(pool), np.ones(len(pool), dtype=bool))
+
+    def allocate(self, pool: np.ndarray, view: PeerView, limit: np.ndarray, serving: np.ndarray) -> np.ndarray:
+        """The rule with the group's N as its view (N present brokers, this one first), the common knobs applied
+        against the own limit; 0 while waiting for agreement (an unlimited pool stays unlimited)."""
+        if not self.splits_by_pool_size:
+            return super().allocate(pool, view, limit, serving)
+        if self.pool_size is None:
+            return np.where(np.isinf(pool), np.inf, 0.0)
+        serving_the_group = view.listed[:, OWN + 1 :].sum(axis=1) + 1 if view.has_roster else self.pool_size
+        brokers = np.clip(serving_the_group, 1, max(self.pool_size, 1))
+        present = np.arange(max(self.pool_size, 1))[None, :] < np.broadcast_to(brokers, len(pool))[:, None]
+        usage = np.zeros(present.shape)
+        return np.stack([self.rule(pool[:, d], limit[:, d], usage, None, present) for d in range(self.n_dimensions)], 1)

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from allocator.policies.settings import Settings
+from allocator.policies.hooks import Hooks, PeerView
+from allocator.policies.settings import PolicySettings
 from allocator.policies.view import View, broker_sum
 
 
@@ -30,7 +31,7 @@ def pulsar_local_quota(conf: int, my: int, all_usages: Sequence[int]) -> int:
     return int(_java_float_quota(np.float64(conf), np.float64(my), np.float64(total)))
 
 
-def pulsar(view: View, settings: Settings) -> np.ndarray:
+def pulsar(view: View, settings: PolicySettings) -> np.ndarray:
     """Pulsar: each broker's share of the quota is its share of the total usage, at least 1.
 
     "Fair" is proportional to current usage: `quota * my / total` (written as `my + residual * my / total`),
@@ -55,3 +56,11 @@ def _java_float_quota(conf: np.ndarray, my: np.ndarray, total: np.ndarray) -> np
     my32 = np.asarray(my).astype(np.float32)
     my_fraction = my32 / np.asarray(total).astype(np.float32)
     return np.trunc(np.maximum(my32 + residual * my_fraction, np.float32(1.0))).astype(np.float64)
+
+
+class PulsarHooks(Hooks):
+    """Pulsar's broker: a broker that starts serving a group starts at the full quota (its limiter is built with
+    the configured rate until the first recompute)."""
+
+    def start_limit(self, pool: np.ndarray, view: PeerView) -> np.ndarray:
+        return pool.copy()

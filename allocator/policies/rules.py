@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 
 from allocator.policies.scratch import scratch
-from allocator.policies.settings import Settings
+from allocator.policies.settings import StealSettings, WantsSettings
 from allocator.policies.view import View, broker_sum
 from allocator.policies.waterfill import water_level
 
@@ -25,7 +25,7 @@ from allocator.policies.waterfill import water_level
 ORDER_TABLE_MAX_BROKERS = 5
 
 
-def pip82_equal(view: View, settings: Settings) -> np.ndarray:
+def pip82_equal(view: View, settings: object) -> np.ndarray:
     """PIP-82, first variant: under quota every broker may take the whole residual.
 
     "Fair" is equal access to what is left: each broker's limit is its usage plus the whole residual
@@ -41,7 +41,7 @@ def pip82_equal(view: View, settings: Settings) -> np.ndarray:
     return share
 
 
-def pip82_proportional(view: View, settings: Settings) -> np.ndarray:
+def pip82_proportional(view: View, settings: object) -> np.ndarray:
     """PIP-82, second variant: the residual is split in proportion to usage.
 
     "Fair" is proportional to current usage: `usage + residual * usage / total` (10/50/30 under 100 ->
@@ -57,7 +57,7 @@ def pip82_proportional(view: View, settings: Settings) -> np.ndarray:
     return share
 
 
-def pip82_steal(view: View, settings: Settings) -> np.ndarray:
+def pip82_steal(view: View, settings: StealSettings) -> np.ndarray:
     """PIP-82 proportional split, plus stealing from the paired dominant broker.
 
     "Fair" is proportional, corrected towards equal where a broker is held back by its own limit.
@@ -104,7 +104,7 @@ def pip82_steal(view: View, settings: Settings) -> np.ndarray:
     return share
 
 
-def doorman_proportional(view: View, settings: Settings) -> np.ndarray:
+def doorman_proportional(view: View, settings: WantsSettings) -> np.ndarray:
     """Doorman's ProportionalShare (algorithm.go), computed by every broker from the shared view.
 
     "Fair" is: everyone gets what it wants while the wants fit in the quota; in overload everyone still gets
@@ -130,7 +130,7 @@ def doorman_proportional(view: View, settings: Settings) -> np.ndarray:
     return np.minimum(gets, wants, out=gets)
 
 
-def max_min_fair_share(view: View, settings: Settings) -> np.ndarray:
+def max_min_fair_share(view: View, settings: WantsSettings) -> np.ndarray:
     """Max-min fair water-filling of the quota over the wants (Doorman's FairShare, this project's fair-share).
 
     "Fair" is max-min: a broker wanting less than the water level gets all it wants, everyone else gets the
@@ -142,7 +142,7 @@ def max_min_fair_share(view: View, settings: Settings) -> np.ndarray:
     return np.minimum(wants, water_level(view.quota, wants), out=scratch("max_min_fair_share", view.shape))
 
 
-def _wants(view: View, settings: Settings) -> np.ndarray:
+def _wants(view: View, settings: WantsSettings) -> np.ndarray:
     """[B, g] what each broker wants: its reported demand; without demand, its usage, except that a broker
     held at its own limit (throttled per `throttle_tolerance`) wants `limit * (1 + headroom)`, so it can
     grow while its true demand is hidden behind the limit."""
@@ -293,38 +293,3 @@ def _group_offsets(n_groups: int) -> np.ndarray:
     offsets = np.arange(n_groups)
     offsets.flags.writeable = False
     return offsets
-
-
-def safe_max_min_fair_share(view: View, settings: Settings) -> np.ndarray:
-    """Max-min fair share that never takes what the others still use (the recommended `fair-share-safe`).
-
-    "Fair" is max-min, as in `max_min_fair_share`: a broker wanting less than the water level gets what it
-    wants, the others the level. "Safe" is that a broker raises its limit only into room the others have left:
-    its limit is also at most the residual it hears, `quota - sum(others' usage)` (PIP-82's equal variant,
-    `usage + residual`, at least 0; the `cap_at_residual` knob). The brokers above their new share step down
-    at once, the ones below step up a round later, into the room that has been freed: when views agree the
-    cap costs one round on an increase; when they differ (a lost report, a newcomer, a demand that moved), a
-    broker never counts on room another broker still uses.
-    Over quota (`residual < 0`) every broker cuts by the whole excess: the group falls under the quota at once,
-    and the next round gives the excess back. Wants are as in `_wants`: the reported demand (the broker's
-    mechanism `report_throttled_demand` makes every broker report it), or the headroom rule without it.
-    The limits add up to at most the quota (margin 0).
-
-    With `count_others_up_to_share` each other broker's usage counts only up to its new share: the part above
-    is taken as room at once (a broker above its share steps down to it when views agree). That is what
-    bounds a liar: a broker reporting more than it uses then holds at most its max-min share of the demand it
-    claims and pushes nobody below theirs. It is off by default because when views differ (loss in bursts)
-    the room is taken before the other broker has stepped down (docs/policies.md has the numbers); the broker's
-    mechanism `excess_after_rounds` (on by default) does the same for a peer only once its excess has lasted.
-    """
-    share = max_min_fair_share(view, settings)
-    if not settings.cap_at_residual:
-        return share
-    if settings.count_others_up_to_share:
-        held = np.minimum(view.usage, share)  # each broker's usage up to its share
-        residual_heard = held - broker_sum(held)
-        residual_heard += view.quota
-    else:
-        residual_heard = np.add(view.usage, view.residual, out=scratch("residual_heard", view.shape))
-    np.maximum(residual_heard, 0.0, out=residual_heard)
-    return np.minimum(share, residual_heard, out=share)

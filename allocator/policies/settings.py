@@ -1,116 +1,136 @@
-"""The policies' parameters, checked once when they are bound (a bad value fails before anything runs)."""
+"""A policy's settings: frozen, its own knobs only, each with its default, its allowed range and its reason.
+
+Every knob is declared with `knob(default, allowed, in_words, doc)`; `doc` says which disturbance it answers.
+The same text is what `describe` lists (for `quotalab policies` and the generated table of docs/policies.md),
+so the documentation of a knob has one source.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from numbers import Real
-
-# name -> (is the value allowed, the allowed range in words)
-_RANGES: dict[str, tuple[Callable[[float], bool], str]] = {
-    "min_share": (lambda x: 0.0 <= x <= 1.0, "in [0, 1]"),
-    "smoothing": (lambda x: 0.0 <= x < 1.0, "in [0, 1)"),
-    "max_step": (lambda x: x > 0.0, "> 0"),
-    "steal_fraction": (lambda x: 0.0 <= x <= 1.0, "in [0, 1]"),
-    "throttle_tolerance": (lambda x: 0.0 <= x < 1.0, "in [0, 1)"),
-    "headroom": (lambda x: x >= 0.0, ">= 0"),
-    "stale_after_multiple": (lambda x: x >= 1.0, ">= 1"),
-    "listen_rounds": (lambda x: x >= 0 and float(x).is_integer(), "a whole number >= 0"),
-    "lost_change_odds": (lambda x: 0.0 < x <= 1.0, "in (0, 1]"),
-    "excess_after_rounds": (lambda x: x >= 0 and float(x).is_integer(), "a whole number >= 0"),
-}
-# The broker's mechanisms: switches (true or false), off by default, so the literal policies keep their behaviour.
-SWITCHES = frozenset(
-    {
-        "cap_at_residual",
-        "start_from_residual",
-        "rescale_on_quota_change",
-        "report_throttled_demand",
-        "answer_newcomers",
-        "listen_while_view_grows",
-        "silent_at_fair_share",
-        "report_while_held",
-        "count_others_up_to_share",
-    }
-)
+from typing import Any, NamedTuple, Self
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Every policy parameter with its default; a policy reads only the ones it declares.
+class Knob(NamedTuple):
+    """One knob as users see it."""
 
-    Common knobs, all off by default (applied after every policy, see `view.finish`):
-    `min_share` floor for a present broker as a fraction of its equal share `quota / n_present`;
-    `smoothing` weight of the previous own limit (`new = smoothing * old + (1 - smoothing) * computed`);
-    `max_step` largest change of a limit per round as a fraction of the quota (None: no bound).
+    name: str
+    default: Any
+    in_words: str  # the allowed values
+    doc: str  # what it does and which disturbance it answers
 
-    Policy knobs: `steal_fraction` (pip82-steal) how far a throttled broker moves towards its partner's usage;
-    `throttle_tolerance` a broker counts as throttled when `usage >= limit * (1 - throttle_tolerance)`;
-    `headroom` a throttled broker that reports no demand wants `limit * (1 + headroom)`;
-    `cap_at_residual` (fair-share-safe) a limit is at most the residual heard, `quota - sum(others' usage)`.
 
-    The broker's mechanisms (`allocator.node.broker_node.BrokerNode` reads them from its bound policy; only
-    `fair-share-safe` takes them, so every other policy keeps today's behaviour):
-    `start_from_residual` a broker that starts serving a group starts at the residual it has heard,
-    `quota - sum(others' usage)`, at most its equal share, and at the floor while it has heard no peer;
-    `rescale_on_quota_change` a quota change scales this broker's limits by `new / old` at once;
-    `stale_after_multiple` another broker's entry expires after `stale_after_multiple * stale_after_s` of
-    silence (the dead are removed by the membership registry sooner);
-    `report_throttled_demand` a broker reports its demand estimated from its throttled time,
-    `usage / (1 - throttled_s / interval_s)`, and a change of it is reason enough to report;
-    `listen_rounds` a newcomer keeps its start limit for its first `listen_rounds` allocations, and with
-    `listen_while_view_grows` also for any of its first `force_every` in which it heard a broker new to its view;
-    `answer_newcomers` a broker that hears a newcomer reports the group in its next report, and a newcomer
-    reports every round while it listens;
-    `lost_change_odds` a group whose usage or demand moved is reported in consecutive rounds until the chance of
-    losing every copy at the loss the broker measures from its peers' sequence gaps, `loss ** copies`, is at
-    most `lost_change_odds` (at most `force_every` copies; 1: one copy, as without it; no loss: one copy);
-    `silent_at_fair_share` the usage of a peer not heard for more than `force_every` rounds (a forced report of it
-    was lost) counts at most at its max-min fair share of this broker's view;
-    `report_while_held` a broker whose new limit is below 95% of its max-min fair share of its view (the room is
-    still held by others) reports the group every round, so the peers that hold the room hear its demand;
-    `count_others_up_to_share` (fair-share-safe's rule) the residual heard counts each other broker's usage only up
-    to its max-min share: a liar holds at most its share of what it claims (off by default: see the rule);
-    `excess_after_rounds` (the liar bound of `fair-share-safe`, 0: off) a peer whose usage has been more than
-    `EXCESS_TOLERANCE` above its max-min fair share of this broker's view for this many consecutive allocations
-    counts at its fair share: a liar is held to its share of what it claims once its excess has lasted, while an
-    honest broker above its share (it has not heard the change yet) steps down before it is counted so.
-    """
+def knob(default: Any, allowed: Callable[[float], bool], in_words: str, doc: str) -> Any:
+    """A settings field: `default`, the values `allowed` (said `in_words`), and `doc`."""
+    return field(default=default, metadata={"allowed": allowed, "in_words": in_words, "doc": doc})
+
+
+class Shaping(NamedTuple):
+    """The post-processing of a rule's limits that `view.finish` applies (none by default)."""
 
     min_share: float = 0.0
     smoothing: float = 0.0
     max_step: float | None = None
-    steal_fraction: float = 0.5
-    throttle_tolerance: float = 0.05
-    headroom: float = 0.1
-    cap_at_residual: bool = False
-    start_from_residual: bool = False
-    rescale_on_quota_change: bool = False
-    stale_after_multiple: float = 1.0
-    report_throttled_demand: bool = False
-    listen_rounds: int = 0
-    answer_newcomers: bool = False
-    listen_while_view_grows: bool = False
-    lost_change_odds: float = 1.0
-    silent_at_fair_share: bool = False
-    report_while_held: bool = False
-    count_others_up_to_share: bool = False
-    excess_after_rounds: int = 0
+
+
+@dataclass(frozen=True)
+class PolicySettings:
+    """Settings with no knob; every subclass adds its own. Values are checked once, at construction."""
 
     def __post_init__(self) -> None:
-        for field in fields(self):
-            value = getattr(self, field.name)
-            if field.name == "max_step" and value is None:
-                continue
-            if field.name in SWITCHES:
-                if not isinstance(value, bool):
-                    raise ValueError(f"{field.name}: must be true or false, got {value!r}")
+        for spec in fields(self):
+            value = getattr(self, spec.name)
+            if value is None and spec.default is None:
                 continue
             if not isinstance(value, Real) or isinstance(value, bool):
-                raise ValueError(f"{field.name}: must be a number, got {value!r}")
+                raise ValueError(f"{spec.name}: must be a number, got {value!r}")
             if not math.isfinite(value):
-                raise ValueError(f"{field.name}: must be finite, got {value!r}")
-            allowed, in_words = _RANGES[field.name]
-            if not allowed(float(value)):
-                raise ValueError(f"{field.name}: must be {in_words}, got {value!r}")
+                raise ValueError(f"{spec.name}: must be finite, got {value!r}")
+            if not spec.metadata["allowed"](float(value)):
+                raise ValueError(f"{spec.name}: must be {spec.metadata['in_words']}, got {value!r}")
+
+    @classmethod
+    def from_params(cls, policy: str, params: Mapping[str, Any]) -> Self:
+        """The settings of `params`; ValueError names an unknown parameter (and the ones `policy` takes)."""
+        known = {spec.name for spec in fields(cls)}
+        unknown = sorted(set(params) - known)
+        if unknown:
+            takes = f"it takes {', '.join(sorted(known))}" if known else "it takes none"
+            raise ValueError(f"{policy}: unknown parameter {unknown[0]!r}; {takes}")
+        return cls(**params)
+
+    @classmethod
+    def describe(cls) -> list[Knob]:
+        """The knobs, in declaration order."""
+        return [Knob(s.name, s.default, s.metadata["in_words"], s.metadata["doc"]) for s in fields(cls)]
+
+    @property
+    def shaping(self) -> Shaping:
+        return Shaping()
+
+
+@dataclass(frozen=True)
+class ShapedSettings(PolicySettings):
+    """The knobs every reference policy takes, applied after its rule (`view.finish`); all off by default."""
+
+    min_share: float = knob(
+        0.0,
+        lambda x: 0.0 <= x <= 1.0,
+        "in [0, 1]",
+        "floor of a present broker's limit, as a fraction of its equal share `quota / brokers`: a broker that "
+        "hosts a group idly is not starved at 1 msg/s (Pulsar's floor) when its traffic starts",
+    )
+    smoothing: float = knob(
+        0.0,
+        lambda x: 0.0 <= x < 1.0,
+        "in [0, 1)",
+        "weight of the previous own limit, `new = smoothing * old + (1 - smoothing) * computed`: damps the "
+        "oscillation of proportional rules under noisy usage",
+    )
+    max_step: float | None = knob(
+        None,
+        lambda x: x > 0.0,
+        "> 0",
+        "largest change of a limit per round as a fraction of the quota (none by default): bounds the overshoot of "
+        "one round of a rule that moves all at once",
+    )
+
+    @property
+    def shaping(self) -> Shaping:
+        return Shaping(self.min_share, self.smoothing, self.max_step)
+
+
+THROTTLE_TOLERANCE_DOC = (
+    "a broker counts as throttled when `usage >= limit * (1 - throttle_tolerance)`: how close to its limit a "
+    "broker must run for its limit to be taken as what holds it back"
+)
+
+
+@dataclass(frozen=True)
+class StealSettings(ShapedSettings):
+    """pip82-steal's knobs."""
+
+    steal_fraction: float = knob(
+        0.5,
+        lambda x: 0.0 <= x <= 1.0,
+        "in [0, 1]",
+        "how far a throttled broker raises its limit towards the usage of its paired dominant broker (PIP-82)",
+    )
+    throttle_tolerance: float = knob(0.05, lambda x: 0.0 <= x < 1.0, "in [0, 1)", THROTTLE_TOLERANCE_DOC)
+
+
+@dataclass(frozen=True)
+class WantsSettings(ShapedSettings):
+    """The knobs of the policies that split by what brokers want (Doorman's, fair-share)."""
+
+    throttle_tolerance: float = knob(0.05, lambda x: 0.0 <= x < 1.0, "in [0, 1)", THROTTLE_TOLERANCE_DOC)
+    headroom: float = knob(
+        0.1,
+        lambda x: x >= 0.0,
+        ">= 0",
+        "a throttled broker that reports no demand wants `limit * (1 + headroom)`: how fast a broker whose "
+        "demand is hidden behind its limit grows",
+    )

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from allocator.policies.scratch import scratch
-from allocator.policies.settings import Settings
+from allocator.policies.settings import Shaping
 
 CHUNK_ENTRIES = 32768  # a float64 temporary of a chunk is at most 256 KB
 
@@ -43,9 +43,9 @@ class View:
     in `usage` and `demand`. The [B, g] arrays (and `n_present` when everyone is present) are `scratch`: valid
     until the next `make_view` in this thread.
 
-    `quota` is 0 for unlimited groups so that rules compute quietly; `finish` marks those groups -1.
-    `limited` says where a present broker's own limit is a finite non-negative number (a negative or infinite
-    limit is the "was unlimited" marker, so it neither throttles nor anchors smoothing and `max_step`);
+    `quota` is 0 for unlimited groups so that rules compute quietly; `finish` gives those groups `np.inf`.
+    `limited` says where a present broker's own limit is a finite number (an infinite limit is an unlimited
+    one, so it neither throttles nor anchors smoothing and `max_step`);
     `limit` holds 0 everywhere else, so the arithmetic on it stays finite.
     """
 
@@ -141,8 +141,8 @@ def make_view(inputs: Inputs, rows: slice) -> View:
     if every_limit_a_number:  # the present brokers' are limited
         np.copyto(limited, present)
     else:
-        if (present & np.isnan(limit)).any():
-            raise ValueError("limit: NaN for a present broker")
+        if (present & ~(limit >= 0.0)).any():  # NaN fails too
+            raise ValueError("limit: must be >= 0 (np.inf: unlimited) for a present broker")
         np.greater_equal(limit, 0.0, out=limited)
         limited &= np.less(limit, np.inf, out=scratch("view.finite", shape, bool))
         limited &= present
@@ -181,15 +181,16 @@ def broker_sum(values: np.ndarray) -> np.ndarray:
 
 
 def checked_quota(quota: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """[G] quotas as float64 and [G] whether each is unlimited (< 0, or +inf); ValueError for NaN or a bad shape."""
+    """[G] quotas as float64 and [G] whether each is unlimited (`np.inf`, the one way to say it); ValueError for
+    a negative or NaN quota or a bad shape."""
     quota = np.asarray(quota, dtype=np.float64)
     if quota.ndim != 1:
         raise ValueError(f"quota: expected shape (G,), got {quota.shape}")
     if _all_within(quota, 0.0, np.inf):  # no mask to build
         return quota, np.zeros(quota.shape, dtype=bool)
-    if np.isnan(quota).any():
-        raise ValueError("quota: must not be NaN (a negative quota means unlimited)")
-    return quota, (quota < 0) | (quota == np.inf)
+    if not (quota >= 0).all():  # NaN fails too
+        raise ValueError("quota: must be >= 0, or np.inf for unlimited")
+    return quota, quota == np.inf
 
 
 def _matrix(name: str, values: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
@@ -225,31 +226,31 @@ def _all_within(values: np.ndarray, low: float, above: float) -> bool:
     )
 
 
-def finish(new_limit: np.ndarray, view: View, settings: Settings, out: np.ndarray) -> None:
+def finish(new_limit: np.ndarray, view: View, shaping: Shaping, out: np.ndarray) -> None:
     """The post-processing every policy shares, on a rule's result `new_limit [B, g]` (in place), into `out`.
 
     In order: `smoothing` (EWMA with the own previous limit), `max_step` (bound the change against it),
     `min_share` (floor at that fraction of the equal share); then limits are clamped to [0, quota] (a limit
     never exceeds the group's quota, whatever one broker reports: the project's safety rule, applied here
-    once for every policy), absent entries get 0 and present brokers of unlimited groups get -1. Smoothing and
-    `max_step` act only where the previous own limit was a number (not the unlimited marker).
+    once for every policy), absent entries get 0 and present brokers of unlimited groups `np.inf`. Smoothing
+    and `max_step` act only where the previous own limit was a number (not unlimited).
     """
     own, anchored = view.limit, view.limited
-    if settings.smoothing:
-        np.multiply(new_limit, 1.0 - settings.smoothing, out=new_limit, where=anchored)
-        np.add(new_limit, settings.smoothing * own, out=new_limit, where=anchored)
-    if settings.max_step is not None:
-        largest_change = settings.max_step * view.quota
+    if shaping.smoothing:
+        np.multiply(new_limit, 1.0 - shaping.smoothing, out=new_limit, where=anchored)
+        np.add(new_limit, shaping.smoothing * own, out=new_limit, where=anchored)
+    if shaping.max_step is not None:
+        largest_change = shaping.max_step * view.quota
         np.minimum(new_limit, own + largest_change, out=new_limit, where=anchored)
         np.maximum(new_limit, own - largest_change, out=new_limit, where=anchored)
-    if settings.min_share:
-        np.maximum(new_limit, settings.min_share * view.equal_share, out=new_limit)
+    if shaping.min_share:
+        np.maximum(new_limit, shaping.min_share * view.equal_share, out=new_limit)
     if new_limit.size and np.minimum.reduce(new_limit, axis=None) < 0.0:  # most rules give none: a reduction
         np.maximum(new_limit, 0.0, out=new_limit)
     if view.everyone_present:
-        np.minimum(new_limit, view.quota, out=out)  # 0 for unlimited groups, marked -1 below
+        np.minimum(new_limit, view.quota, out=out)  # 0 for unlimited groups, made infinite below
     else:
         np.minimum(new_limit, view.quota, out=new_limit)
         np.multiply(new_limit, view.present, out=out)  # rules are finite everywhere, so absent entries become 0
     if view.unlimited.any():
-        np.copyto(out, -1.0, where=view.present & view.unlimited)
+        np.copyto(out, np.inf, where=view.present & view.unlimited)

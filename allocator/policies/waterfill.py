@@ -19,13 +19,13 @@ def max_min_fair(capacity: np.ndarray, wants: np.ndarray, present: np.ndarray | 
 
     Every broker gets `min(want, level)`, where the water level is the one that hands out the whole capacity,
     or everything wanted when the wants add up to less. Absent brokers (`present` False) want nothing.
-    A negative or infinite capacity is unlimited: everyone gets what it wants.
+    An infinite capacity is unlimited: everyone gets what it wants.
     """
     capacity = np.asarray(capacity, dtype=np.float64)
     wants = np.clip(np.asarray(wants, dtype=np.float64), 0.0, None)
     if present is not None:
         wants = np.where(present, wants, 0.0)
-    level = water_level(np.where(capacity < 0, np.inf, capacity), np.ascontiguousarray(wants.T))
+    level = water_level(capacity, np.ascontiguousarray(wants.T))
     return np.minimum(wants, level[:, None])
 
 

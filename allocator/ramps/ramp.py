@@ -12,8 +12,9 @@ used. The mode decides when a step is taken (seed: `numaflow-distributed-throttl
 - `only-if-used`: by use. One slope after an epoch whose utilisation (`used / pool`) reached
   `usage_threshold_pct`; otherwise, and across gaps, the pool stays where it is.
 - `go-back-n`: by use, with penalties. Up one slope as `only-if-used`, but down one slope after an epoch
-  below the threshold, and after a gap of n idle epochs, down n slopes (the usage before the gap is stale
-  and is not counted, as in Numaflow).
+  below the threshold, and after a gap of n idle epochs, down n slopes more: the step the last epoch with
+  requests earned comes first, then one slope off per idle epoch (the seed's chart with gaps: calls up to
+  t=17 at a pool of 70, all used, none at t=18 and 19, and 60 at t=20: +10, then -20).
 
 The pool never leaves `[min_tokens, max_tokens]`. `split` hands a pool out to its members in whole tokens.
 
@@ -44,31 +45,30 @@ import operator
 from collections.abc import Callable
 
 # A mode: (slopes above min now, epochs since the first epoch with requests, idle epochs since the last
-# one, whether the last epoch with requests reached the usage threshold) -> slopes above min next.
-# The caller clamps the result to [0, ramp_duration_s].
-ModeStep = Callable[[float, int, int, bool], float]
+# one, whether the last epoch with requests reached the usage threshold, the top of the ramp in slopes) ->
+# slopes above min next. The caller clamps the result to [0, top].
+ModeStep = Callable[[float, int, int, bool, float], float]
 
 
-def _scheduled(slopes: float, elapsed_epochs: int, idle_epochs: int, reached: bool) -> float:
+def _scheduled(slopes: float, elapsed_epochs: int, idle_epochs: int, reached: bool, top: float) -> float:
     """One slope per second since the first epoch with requests, whatever happened since."""
     return elapsed_epochs
 
 
-def _relaxed(slopes: float, elapsed_epochs: int, idle_epochs: int, reached: bool) -> float:
+def _relaxed(slopes: float, elapsed_epochs: int, idle_epochs: int, reached: bool, top: float) -> float:
     """One slope per epoch with requests; idle epochs count for nothing."""
     return slopes + 1
 
 
-def _only_if_used(slopes: float, elapsed_epochs: int, idle_epochs: int, reached: bool) -> float:
+def _only_if_used(slopes: float, elapsed_epochs: int, idle_epochs: int, reached: bool, top: float) -> float:
     """One slope if the last epoch with requests used enough of its pool, else no change."""
     return slopes + 1 if reached else slopes
 
 
-def _go_back_n(slopes: float, elapsed_epochs: int, idle_epochs: int, reached: bool) -> float:
-    """Back n slopes after n idle epochs; else up one slope if enough was used, down one if not."""
-    if idle_epochs:
-        return slopes - idle_epochs
-    return slopes + 1 if reached else slopes - 1
+def _go_back_n(slopes: float, elapsed_epochs: int, idle_epochs: int, reached: bool, top: float) -> float:
+    """Up one slope (at most to the top) if the last epoch with requests used enough, down one if not; then
+    back one slope per idle epoch."""
+    return (min(slopes + 1, top) if reached else slopes - 1) - idle_epochs
 
 
 MODES: dict[str, ModeStep] = {
@@ -159,7 +159,8 @@ class Ramp:
         if used is None or _check_number("used", used) < 0:
             raise ValueError(f"used must be a finite number of tokens >= 0 after the first call, got {used!r}")
         reached = used >= min(self._pool * self._threshold_fraction, math.floor(self._pool))
-        slopes = self._mode_step(self._slopes_above_min, epoch - first_epoch, epoch - last_epoch - 1, reached)
+        elapsed, idle = epoch - first_epoch, epoch - last_epoch - 1
+        slopes = self._mode_step(self._slopes_above_min, elapsed, idle, reached, self.ramp_duration_s)
         self._slopes_above_min = min(max(slopes, 0.0), self.ramp_duration_s)
         self._first_and_last_epoch = (first_epoch, epoch)
         self._pool = self._pool_at(self._slopes_above_min)

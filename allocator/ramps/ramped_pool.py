@@ -79,6 +79,21 @@ class RampedPools:
     def __len__(self) -> int:
         return len(self.ramps)
 
+    def capped(self, quota: np.ndarray) -> np.ndarray:
+        """[G, D] what the policy splits: the quota, with each ramped entry's pool where ramped, never above the
+        quota (a quota event may cut it below the ramp); without ramps the quota itself (never written through)."""
+        if not len(self.ramps):
+            return quota
+        pool = quota.copy()
+        pool[self.rows, self.dimensions] = np.minimum(self.pool, quota[self.rows, self.dimensions])
+        return pool
+
+    def step_on_view(self, now_s: float, round_s: float, usage: np.ndarray, present: np.ndarray) -> None:
+        """`step` on a broker's view: `usage [G, K, D]` of the entries `present [G, K]`, summed per ramped entry."""
+        if len(self.ramps):
+            heard = present[self.rows]
+            self.step(now_s, round_s, (usage[self.rows, :, self.dimensions] * heard).sum(axis=1), heard.any(axis=1))
+
     def step(self, now_s: float, round_s: float, usage: np.ndarray, requests: np.ndarray) -> np.ndarray:
         """The pools for the next round, after a round at `now_s` that covered `round_s` seconds (the next one is
         taken to be as long), in which the cluster (as viewed) used `usage[n]` per second and had requests where

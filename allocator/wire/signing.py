@@ -92,19 +92,28 @@ def public_key_bytes(key: Ed25519PrivateKey) -> bytes:
 
 
 def write_key_directory(directory: Path, brokers: Iterable[str]) -> list[Path]:
-    """A fresh key pair per broker in `directory` (created if needed): `<broker>.key` (hex, mode 0600) and
-    `<broker>.pub` (hex). Refuses to overwrite an existing key (FileExistsError). Returns the files written."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """A fresh key pair per broker in `directory` (created mode 0700 if needed): `<broker>.key` (hex, mode 0600)
+    and `<broker>.pub` (hex, mode 0644), whatever the umask. Refuses to overwrite an existing key
+    (FileExistsError). Returns the files written."""
+    if not directory.is_dir():  # an existing directory is the user's: its mode is checked where keys are read
+        directory.mkdir(mode=0o700, parents=True)
     written = []
     for broker in brokers:
         key = Ed25519PrivateKey.generate()
         private_path, public_path = directory / f"{broker}{PRIVATE_SUFFIX}", directory / f"{broker}{PUBLIC_SUFFIX}"
-        descriptor = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w") as file:
-            file.write(private_key_bytes(key).hex() + "\n")
-        public_path.write_text(public_key_bytes(key).hex() + "\n")
+        _write_new(private_path, private_key_bytes(key).hex() + "\n", 0o600)
+        _write_new(public_path, public_key_bytes(key).hex() + "\n", 0o644)
         written += [private_path, public_path]
     return written
+
+
+def _write_new(path: Path, text: str, mode: int) -> None:
+    """Create `path` (never over an existing file) with exactly `mode` (not as the umask cuts it), before a byte
+    is written."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(descriptor, "w") as file:
+        os.fchmod(descriptor, mode)
+        file.write(text)
 
 
 def _raw(key: bytes, what: str) -> bytes:

@@ -1,18 +1,23 @@
-"""`quotalab report RUN_DIR... [--out DIR] [--master SPARK_MASTER]`."""
+"""`quotalab report RUN_DIR... [--out DIR] [--master SPARK_MASTER] [--verbose]`."""
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
+import sys
 from pathlib import Path
 
 DESCRIPTION = """\
-Run Spark jobs over the Parquet telemetry of one or more runs (runs/<run_id>/ directories written by
-`quotalab run`) and write summary.json, CSV tables (per_round, convergence, bandwidth, per_broker) and
-report.html, a self-contained page with figures. Several runs are compared side by side.
-Metrics: overshoot, utilization, max-min fair reference, Jain's index, fairness error, rounds to converge
-after each event, bandwidth and reports suppressed (definitions in DESIGN.md and at the end of the page).
+Run Spark jobs over the Parquet telemetry of one or more runs (run directories written by `quotalab run`)
+and write summary.json, CSV tables (per_round, convergence, bandwidth, per_broker, quota telemetry) and
+report.html: one page that opens with what the runs show (which policy held the quota, how far the others
+went over and when, at what cost), then interactive figures. Several runs are compared side by side.
+Metrics: overshoot, rounds over quota, utilization, max-min fair reference, Jain's index, fairness error,
+starvation, rounds to converge after each event, bandwidth (definitions at the end of the page and in
+docs/reports.md). Needs Java 17 or later.
 """
+MAX_STATUS_LINES = 10  # runs listed one per line; beyond, the counts and the runs that did not complete
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,15 +41,48 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="SPARK_MASTER",
         help="Spark master URL, e.g. local[2] or spark://host:7077 (default: local[*])",
     )
+    parser.add_argument("--verbose", action="store_true", help="show Spark's own start-up and log lines")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build the report and print where report.html is."""
+    """Build the report, print each run's status and where report.html is."""
+    from experiments.prerequisites import check_java
     from experiments.report import build_report  # pyspark loads only when the command runs
+    from experiments.report.load import read_manifests
 
-    print(build_report(args.run_dirs, args.out or default_out(args.run_dirs), master=args.master))
+    read_manifests(args.run_dirs)  # a mistake in the run directories first, then what is missing outside
+    check_java()
+    report = build_report(
+        args.run_dirs, args.out or default_out(args.run_dirs), master=args.master, progress=stderr_line,
+        verbose=args.verbose,
+    )  # fmt: skip
+    for line in status_lines(report.parent / "summary.json"):
+        print(line)
+    print(report)
     return 0
+
+
+def stderr_line(text: str) -> None:
+    print(f"report: {text}", file=sys.stderr, flush=True)
+
+
+def status_lines(summary_path: Path) -> list[str]:
+    """One line per run (`RUN: complete, 60 rounds`, `RUN: died (driver gone) after 12 rounds`); with many runs,
+    the counts by status, then the runs that did not complete."""
+    from experiments.report.html import run_status_text
+
+    runs = json.loads(summary_path.read_text())["runs"]
+    lines = [f"{run['run_id']}: {run_status_text(run)}" for run in runs]
+    if len(runs) <= MAX_STATUS_LINES:
+        return lines
+    counts: dict[str, int] = {}
+    for run in runs:
+        counts[run["status"]] = counts.get(run["status"], 0) + 1
+    summary = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
+    return [f"{len(runs)} runs: {summary}"] + [
+        line for run, line in zip(runs, lines, strict=True) if run["status"] != "complete"
+    ]
 
 
 def default_out(run_dirs: list[Path]) -> Path:

@@ -1,25 +1,18 @@
-"""The report's figures, drawn from the small collected tables and returned as base64 PNG for inline <img>.
-
-matplotlib's object API (`Figure`, no pyplot): no global figure state and no GUI backend, so it draws the same
-under the CLI, the tests and a server.
-"""
+"""The run report's figures, drawn with plotly from the small collected tables (conventions in `plotting`)."""
 
 from __future__ import annotations
 
-import base64
-import io
-import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
+from experiments.report import plotting
 from experiments.report.metrics import MIN_JAIN, OVER_QUOTA_TOLERANCE, STARVED_BELOW
+from experiments.report.plotting import Figure, line
 
 FIGURES_PER_RUN = 6  # groups drawn per run; every group is in the tables and per_round.csv
-MAX_LABELLED_BROKERS = 8  # more brokers' limits share one legend entry
+LABELLED_BROKERS = 8  # with more brokers, their limits start hidden (a click on the legend shows them)
 
 
 def unit(dimension: str) -> str:
@@ -42,124 +35,89 @@ def figure_groups(run: dict[str, Any], limit: int = FIGURES_PER_RUN) -> list[tup
     return [(run["run_id"], group["group"], group["dimension"]) for group in worst]
 
 
-def group_figure(rounds: pd.DataFrame, limits: pd.DataFrame, events: pd.DataFrame, dimension: str) -> str:
-    """Top: quota, total usage, total demand and each broker's limit; bottom: Jain's index. Events marked."""
-    figure = Figure(figsize=(10, 5.5), layout="constrained")
-    rates, jain = figure.subplots(2, 1, sharex=True, height_ratios=[2, 1])
-    n_brokers = limits["broker"].nunique()
-    for index, (broker, series) in enumerate(limits.groupby("broker")):
-        one_entry = f"each broker's limit ({n_brokers})" if index == 0 else None
-        label = f"limit {broker}" if n_brokers <= MAX_LABELLED_BROKERS else one_entry
-        rates.plot(series["round"], _finite(series["limit"]), linewidth=0.8, alpha=0.6, label=label)
-    quota = _finite(rounds["quota"])
-    if np.isfinite(quota).any():
-        rates.step(rounds["round"], quota, where="post", color="black", linewidth=2, label="quota Q")
-        over_quota_from = (1 + OVER_QUOTA_TOLERANCE) * quota
-        over_label = f"over quota above {1 + OVER_QUOTA_TOLERANCE:g} Q"
-        rates.step(rounds["round"], over_quota_from, where="post", color="black", lw=0.6, ls="-.", label=over_label)
+def event_marks(events: pd.DataFrame) -> list[tuple[int, str]]:
+    """(round, kind) of each event to mark, in order; the start at round 0 is implicit."""
+    shown = events[events["kind"] != "start"].drop_duplicates(["round", "kind"]).sort_values("round")
+    return [(int(row.round), str(row.kind)) for row in shown.itertuples()]
+
+
+def group_figure(rounds: pd.DataFrame, limits: pd.DataFrame, events: pd.DataFrame, dimension: str) -> Figure:
+    """Top: quota, the over-quota line, total usage, total demand, the sum of limits and each broker's limit;
+    bottom: Jain's index. Events marked across both."""
+    figure = plotting.stacked([0.7, 0.3], 560)
+    x = rounds["round"].tolist()
+    brokers = list(limits.groupby("broker"))
+    for index, (broker, series) in enumerate(brokers):
+        style = {"width": 1.2, "color": plotting.PALETTE[index % len(plotting.PALETTE)]}
+        figure.add(
+            line(series["round"], series["limit"], f"limit {broker}", style, legendgroup="brokers", opacity=0.75,
+                 visible=True if len(brokers) <= LABELLED_BROKERS else "legendonly")
+        )  # fmt: skip
+    if np.isfinite(rounds["quota"].to_numpy(dtype=float)).any():
+        figure.add(line(x, rounds["quota"], "quota Q", plotting.QUOTA))
+        over = (1 + OVER_QUOTA_TOLERANCE) * rounds["quota"]
+        figure.add(line(x, over, f"over quota above {1 + OVER_QUOTA_TOLERANCE:g} Q", plotting.OVER_QUOTA))
     else:
-        rates.set_title("quota: unlimited", fontsize=9, loc="right")
-    rates.plot(rounds["round"], _finite(rounds["limit"]), color="black", linestyle=":", label="sum of limits")
-    rates.plot(rounds["round"], rounds["usage"], color="tab:red", linewidth=2, label="total usage U")
-    rates.plot(rounds["round"], rounds["demand"], color="tab:gray", linestyle="--", label="total demand D")
-    rates.set_ylabel(f"rate ({unit(dimension)})")
-    rates.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    jain.plot(rounds["round"], rounds["jain"], color="tab:blue", marker=".", markersize=3)
-    jain.axhline(MIN_JAIN, color="tab:green", linestyle=":", linewidth=1, label=f"convergence needs >= {MIN_JAIN}")
-    jain.set_ylim(0, 1.05)
-    jain.set_ylabel("Jain's index of U_b/F_b")
-    jain.set_xlabel("round")
-    jain.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    _mark_events(rates, events, label=True)
-    _mark_events(jain, events, label=False)
-    return png_base64(figure)
+        figure.layout["title"] = {"text": "quota: unlimited", "x": 0.99, "xanchor": "right"}
+    figure.add(line(x, rounds["limit"], "sum of limits", plotting.LIMITS))
+    figure.add(line(x, rounds["demand"], "total demand D", plotting.DEMAND))
+    figure.add(line(x, rounds["usage"], "total usage U", plotting.USAGE))
+    figure.add(line(x, rounds["jain"], "Jain's index", {"color": "#0072B2", "width": 1.5}, panel=2,
+                    mode="lines+markers", marker={"size": 4}))  # fmt: skip
+    ends = [min(x, default=0), max(x, default=1)]
+    threshold = {"color": "#009E73", "width": 1.2, "dash": "dot"}
+    needs = f"convergence needs Jain >= {MIN_JAIN}"
+    figure.add(line(ends, [MIN_JAIN] * 2, needs, threshold, panel=2, hoverinfo="skip"))
+    figure.layout["yaxis"] |= {"title": {"text": f"rate ({unit(dimension)})"}, "rangemode": "tozero"}
+    figure.layout["yaxis2"] |= {"title": {"text": "Jain of U_b/F_b"}, "range": [0, 1.05]}
+    plotting.mark_events(figure, event_marks(events), (min(x, default=0), max(x, default=1)))
+    return figure
 
 
-def bandwidth_figure(bandwidth: pd.DataFrame, events: pd.DataFrame) -> str:
-    """Top: bytes published and delivered per round; bottom: reports sent and suppressed per round."""
-    figure = Figure(figsize=(9, 4.5), layout="constrained")
-    volume, reports = figure.subplots(2, 1, sharex=True)
-    volume.plot(bandwidth["round"], bandwidth["bytes_published"], label="published")
-    volume.plot(bandwidth["round"], bandwidth["bytes_delivered"], label="delivered")
-    volume.set_ylabel("bytes per round")
-    volume.legend(fontsize=7, loc="upper left")
-    reports.plot(bandwidth["round"], bandwidth["reports_sent"], label="reports sent")
-    reports.plot(bandwidth["round"], bandwidth["reports_suppressed"], label="groups suppressed (threshold)")
-    reports.set_ylabel("count per round")
-    reports.set_xlabel("round")
-    reports.legend(fontsize=7, loc="upper left")
-    _mark_events(volume, events, label=True)
-    _mark_events(reports, events, label=False)
-    return png_base64(figure)
+def bandwidth_figure(bandwidth: pd.DataFrame, events: pd.DataFrame) -> Figure:
+    """Top: bytes published and delivered per round; bottom: reports sent and groups suppressed per round."""
+    figure = plotting.stacked([0.5, 0.5], 440)
+    x = bandwidth["round"].tolist()
+    traces = [
+        ("bytes published", "bytes_published", 1, {"color": "#0072B2", "width": 2}),
+        ("bytes delivered", "bytes_delivered", 1, {"color": "#E69F00", "width": 2, "dash": "dash"}),
+        ("reports sent", "reports_sent", 2, {"color": "#009E73", "width": 2}),
+        ("groups suppressed (threshold)", "reports_suppressed", 2, {"color": "#CC79A7", "width": 2, "dash": "dash"}),
+    ]
+    for name, column, panel, style in traces:
+        figure.add(line(x, bandwidth[column], name, style, panel=panel))
+    figure.layout["yaxis"] |= {"title": {"text": "bytes per round"}, "rangemode": "tozero"}
+    figure.layout["yaxis2"] |= {"title": {"text": "count per round"}, "rangemode": "tozero"}
+    plotting.mark_events(figure, event_marks(events), (min(x, default=0), max(x, default=1)))
+    return figure
 
 
-def comparison_figure(runs: list[dict[str, Any]]) -> str:
-    """Bars per run, labelled by policy. Top, how safe and how fair to each broker: peak overshoot, rounds over
-    quota and starvation side by side, then mean rounds to converge; bottom, how well shared: Jain and
-    utilization (last quarter), and the bytes published and delivered per round (what routing changes)."""
-    policies = [run["policy"] or run["run_id"] for run in runs]
-    labels = policies if len(set(policies)) == len(runs) else [run["run_id"] for run in runs]
+def comparison_figure(runs: list[dict[str, Any]], labels: list[str]) -> Figure:
+    """Bars per run. Top, how safe and how fair to each broker: peak overshoot, rounds over quota and
+    starvation, then mean rounds to converge; bottom, how well shared and at what cost: Jain and utilization
+    (last quarter), bytes published and delivered per round."""
     over_quota_line = f"over by > {100 * OVER_QUOTA_TOLERANCE:g}%"
     panels = [
-        ("peak overshoot", [_percent(run["overall"]["peak_overshoot"]) for run in runs], "% over quota"),
-        (
-            f"rounds over quota ({over_quota_line})",
-            [run["overall"]["rounds_over_quota_per_100_rounds"] for run in runs],
-            "per 100 rounds (mean over groups)",
-        ),
-        (
-            f"starved (U_b < {STARVED_BELOW:g} F_b, last quarter)",
-            [_percent(run["overall"]["starved"]) for run in runs],
-            "% of broker-rounds",
-        ),
-        ("mean rounds to converge", [run["overall"]["mean_rounds_to_converge"] for run in runs], "rounds"),
-        ("Jain's index (last quarter)", [run["overall"]["jain"] for run in runs], "index (1 = fair)"),
-        ("utilization (last quarter)", [run["overall"]["utilization"] for run in runs], "U / min(Q, D)"),
-        ("bytes published", [run["bytes_published_per_round"] for run in runs], "bytes per round"),
-        ("bytes delivered", [run["bytes_delivered_per_round"] for run in runs], "bytes per round"),
+        ("peak overshoot (%)", [_percent(run["overall"]["peak_overshoot"]) for run in runs]),
+        (f"rounds {over_quota_line} / 100", [run["overall"]["rounds_over_quota_per_100_rounds"] for run in runs]),
+        (f"starved: U_b < {STARVED_BELOW:g} F_b (%)", [_percent(run["overall"]["starved"]) for run in runs]),
+        ("mean rounds to converge", [run["overall"]["mean_rounds_to_converge"] for run in runs]),
+        ("Jain's index, last quarter", [run["overall"]["jain"] for run in runs]),
+        ("utilization U / min(Q, D)", [run["overall"]["utilization"] for run in runs]),
+        ("bytes published / round", [run["bytes_published_per_round"] for run in runs]),
+        ("bytes delivered / round", [run["bytes_delivered_per_round"] for run in runs]),
     ]
-    figure = Figure(figsize=(15, 6.5), layout="constrained")
-    grid = list(figure.subplots(2, 4).flat)
-    for axes, (title, values, ylabel) in zip(grid, panels, strict=True):
-        heights = [math.nan if value is None else value for value in values]
-        axes.bar(range(len(labels)), heights, color="tab:blue")
-        axes.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=8)
-        axes.set_title(title, fontsize=10)
-        axes.set_ylabel(ylabel)
-        axes.set_ylim(bottom=0.0)  # every score is >= 0: an all-zero panel reads 0, not a band around it
-    return png_base64(figure)
-
-
-def _mark_events(axes: Axes, events: pd.DataFrame, *, label: bool) -> None:
-    """A vertical line at each event's round, its kind written at the top (the start at round 0 is implicit)."""
-    for event in events[events["kind"] != "start"].drop_duplicates(["round", "kind"]).itertuples():
-        axes.axvline(event.round, color="tab:purple", linestyle="--", linewidth=0.8)
-        if label:
-            axes.annotate(
-                event.kind,
-                (event.round, 1.0),
-                xycoords=("data", "axes fraction"),
-                xytext=(2, -2),
-                textcoords="offset points",
-                rotation=90,
-                va="top",
-                fontsize=7,
-                color="tab:purple",
-            )
-
-
-def _finite(values: Any) -> np.ndarray:
-    """Infinite (unlimited) values are not drawn."""
-    array = np.asarray(values, dtype=np.float64)
-    return np.where(np.isfinite(array), array, np.nan)
+    figure = plotting.grid(2, 4, [title for title, _ in panels], 580)
+    colors = [plotting.PALETTE[index % len(plotting.PALETTE)] for index in range(len(runs))]
+    for index, (title, heights) in enumerate(panels):
+        suffix = "" if index == 0 else str(index + 1)
+        figure.add(
+            {"type": "bar", "x": labels, "y": plotting.values(heights), "name": title, "marker": {"color": colors},
+             "xaxis": f"x{suffix}", "yaxis": f"y{suffix}", "hovertemplate": "%{x}: %{y:,.4g}<extra></extra>"}
+        )  # fmt: skip
+    figure.layout["margin"] = {"l": 60, "r": 20, "t": 40, "b": 90}
+    return figure
 
 
 def _percent(value: float | None) -> float | None:
     return None if value is None else 100.0 * value
-
-
-def png_base64(figure: Figure) -> str:
-    """The figure as a PNG (90 dpi), base64-encoded for an inline <img>."""
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=90)
-    return base64.b64encode(buffer.getvalue()).decode("ascii")

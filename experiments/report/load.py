@@ -65,6 +65,7 @@ class RunDirectory:
     path: Path
     manifest: dict[str, Any]
     parts: dict[str, list[Path]]  # table name -> part files (none for a table the run wrote nothing to)
+    rows: dict[str, int]  # table name -> rows in its parts (from the footers)
 
 
 def load_runs(spark: SparkSession, run_dirs: list[Path] | list[str]) -> Runs:
@@ -75,7 +76,11 @@ def load_runs(spark: SparkSession, run_dirs: list[Path] | list[str]) -> Runs:
     on a hundred runs or more, and per-run scans (listing, planning, a union of hundreds of plans) cost seconds
     each.
     """
-    located = read_manifests(run_dirs)
+    return runs_of(spark, read_manifests(run_dirs))
+
+
+def runs_of(spark: SparkSession, located: dict[str, RunDirectory]) -> Runs:
+    """The tables of run directories already checked by `read_manifests`."""
     return Runs(
         **{
             name: _read_table(spark, schema, [run.parts[name] for run in located.values()])
@@ -93,6 +98,7 @@ def read_manifests(run_dirs: list[Path] | list[str]) -> dict[str, RunDirectory]:
     if not run_dirs:
         raise UserError("no run directory given")
     located: dict[str, RunDirectory] = {}
+    checkers = {name: preflight.PartChecker(SCHEMAS[name]) for name in TABLES}  # over all runs: one scan each
     for run_dir in map(Path, run_dirs):
         manifest = _read_manifest(run_dir)
         run_id = manifest.get("run_id")
@@ -100,9 +106,11 @@ def read_manifests(run_dirs: list[Path] | list[str]) -> dict[str, RunDirectory]:
             raise UserError(f"{run_dir / 'manifest.json'}: no run_id")
         if run_id in located:
             raise UserError(f"{run_dir}: run {run_id!r} is given twice")
-        located[run_id] = RunDirectory(
-            run_dir, manifest, {name: _checked_parts(run_dir, name, schema, run_id) for name, schema in TABLES.items()}
-        )
+        checked = {name: _checked_parts(run_dir, name, checkers[name], run_id) for name in TABLES}
+        parts = {name: [part for part, _ in found] for name, found in checked.items()}
+        rows = {name: sum(count for _, count in found) for name, found in checked.items()}
+        located[run_id] = RunDirectory(run_dir, manifest, parts, rows)
+        preflight.check_rounds_on_disk(run_dir, manifest, parts["rounds"])
     return located
 
 
@@ -121,23 +129,26 @@ def _read_manifest(run_dir: Path) -> dict[str, Any]:
     return manifest
 
 
-def _checked_parts(run_dir: Path, name: str, schema: T.StructType, run_id: str) -> list[Path]:
-    """The part files of table `name`, each checked to have the table's columns and only `run_id` in its rows."""
+def _checked_parts(run_dir: Path, name: str, checker: preflight.PartChecker, run_id: str) -> list[tuple[Path, int]]:
+    """The part files of table `name` with their row counts, each checked to have the table's columns and only
+    `run_id` in its rows."""
     table_dir = run_dir / name
     if not table_dir.is_dir():
         raise UserError(f"{table_dir}: missing telemetry table")
     parts = sorted(part for part in table_dir.glob("*.parquet") if not part.name.startswith((".", "_")))
+    counted = []
     for part in parts:
-        metadata = preflight.footer(part)
+        metadata = checker.check(part)
+        counted.append((part, metadata.num_rows))
         names = metadata.schema.to_arrow_schema().names
-        missing = [field.name for field in schema if field.name not in names]
+        missing = [field.name for field in checker.schema if field.name not in names]
         if missing:
             raise UserError(f"{part}: missing columns {', '.join(missing)}")
         others = _run_ids(part, metadata, names.index("run_id")) - {run_id}
         if others:
             held = ", ".join(sorted(map(repr, others)))
             raise UserError(f"{run_dir}: {name}/{part.name} holds run_id {held}, not the manifest's {run_id!r}")
-    return parts
+    return counted
 
 
 def _run_ids(part: Path, metadata: pq.FileMetaData, column: int) -> set[str | None]:

@@ -40,6 +40,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from allocator.policies.waterfill import max_min_fair
+from experiments.report.session import pandas_3_accepted
 
 GROUP = ["run_id", "group", "dimension"]
 GROUP_ROUND = [*GROUP, "round"]
@@ -78,12 +79,13 @@ def broker_rounds(rounds: DataFrame) -> DataFrame:
     in window functions would duplicate `allocator.policies.waterfill`, the very function the `fair-share` policy runs.
     So a grouped pandas UDF calls `max_min_fair` once per (run, group, dimension), on all its rounds at once.
     """
-    return (
-        rounds.select(*BROKER_ROUND, "t_s", "quota", *_SUMMED)
-        .groupBy(*GROUP)
-        .applyInPandas(_water_fill, schema=BROKER_ROUNDS_SCHEMA)
-        .select(*BROKER_ROUNDS_SCHEMA.fieldNames())
-    )
+    with pandas_3_accepted():
+        return (
+            rounds.select(*BROKER_ROUND, "t_s", "quota", *_SUMMED)
+            .groupBy(*GROUP)
+            .applyInPandas(_water_fill, schema=BROKER_ROUNDS_SCHEMA)
+            .select(*BROKER_ROUNDS_SCHEMA.fieldNames())
+        )
 
 
 def _water_fill(cells: pd.DataFrame) -> pd.DataFrame:
@@ -269,7 +271,13 @@ def _last_quarter_from() -> Column:
     return first_round + F.floor((last_round - first_round + 1) * 3 / 4)
 
 
-_MESSAGE_COUNTS = ["reports_sent", "reports_suppressed", "deliveries_dropped", "reports_rejected"]
+_MESSAGE_COUNTS = [
+    "reports_sent",
+    "reports_suppressed",
+    "deliveries_dropped",  # copies lost to the injected faults
+    "reports_rejected",
+    "deliveries_lost_transport",  # copies a real transport (Redis) lost: sequence gaps per sender
+]
 
 
 def bandwidth_per_round(messages: DataFrame) -> DataFrame:
@@ -304,7 +312,8 @@ def bandwidth_per_broker(messages: DataFrame) -> DataFrame:
 
 
 def run_bandwidth(bandwidth_per_round: DataFrame) -> DataFrame:
-    """Per run: the means per round of bytes published and delivered and of reports sent and suppressed."""
+    """Per run: the means per round of bytes published and delivered and of reports sent and suppressed; the
+    report copies lost, to the injected faults and to the transport."""
     return (
         bandwidth_per_round.groupBy("run_id")
         .agg(
@@ -312,6 +321,8 @@ def run_bandwidth(bandwidth_per_round: DataFrame) -> DataFrame:
             F.avg("bytes_delivered").alias("bytes_delivered_per_round"),
             F.avg("reports_sent").alias("reports_sent_per_round"),
             F.avg("reports_suppressed").alias("reports_suppressed_per_round"),
+            F.sum("deliveries_dropped").alias("deliveries_dropped"),
+            F.sum("deliveries_lost_transport").alias("deliveries_lost_transport"),
         )
         .select(
             "run_id",
@@ -319,15 +330,18 @@ def run_bandwidth(bandwidth_per_round: DataFrame) -> DataFrame:
             "bytes_delivered_per_round",
             "reports_sent_per_round",
             "reports_suppressed_per_round",
+            "deliveries_dropped",
+            "deliveries_lost_transport",
         )
     )
 
 
-def broker_limits(rounds: DataFrame, groups: DataFrame) -> DataFrame:
-    """Each broker's limit per round, for the few (run, group, dimension) rows of `groups` (for the figures)."""
+def broker_limits(rounds: DataFrame, groups: DataFrame | None) -> DataFrame:
+    """Each broker's limit per round, for the few (run, group, dimension) rows of `groups` (for the figures);
+    None: every group."""
+    chosen = rounds if groups is None else rounds.join(F.broadcast(groups.select(*GROUP)), on=GROUP, how="inner")
     return (
-        rounds.join(F.broadcast(groups.select(*GROUP)), on=GROUP, how="inner")
-        .groupBy(*GROUP_ROUND, "broker")
+        chosen.groupBy(*GROUP_ROUND, "broker")
         .agg(F.sum("limit").alias("limit"))
         .select(*GROUP_ROUND, "broker", "limit")
     )

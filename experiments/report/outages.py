@@ -18,10 +18,10 @@ import math
 from typing import Any
 
 import pandas as pd
-from matplotlib.figure import Figure
 
-from experiments.report.figures import png_base64
-from experiments.report.html import html_table, img_tag
+from experiments.report import plotting
+from experiments.report.page import Section, html_table, note, percent
+from experiments.report.plotting import Figure, figure_html
 
 COLUMNS = ["run_id", "fallback", "silence", "start", "end", "peak_overshoot", "lost_throughput", "rounds_to_recover"]
 
@@ -72,58 +72,59 @@ def fallback_comparison(
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def comparison_figure(table: pd.DataFrame) -> str:
+def comparison_figure(table: pd.DataFrame) -> Figure:
     """Bars per run (labelled by fallback), one colour per silence: peak overshoot, lost throughput, recovery."""
     labels = list(dict.fromkeys(zip(table.run_id, table.fallback, strict=True)))
     names = [fallback for _, fallback in labels]
     if len(set(names)) < len(names):
         names = [run_id for run_id, _ in labels]
-    kinds = list(dict.fromkeys(table.silence))
-    width = 0.8 / len(kinds)
-    figure = Figure(figsize=(13, 3.6), layout="constrained")
     panels = [
-        ("peak overshoot while silent", "peak_overshoot", 100.0, "% over quota"),
-        ("lost throughput while silent", "lost_throughput", 100.0, "% of min(Q, D) held back"),
-        ("rounds to recover after", "rounds_to_recover", 1.0, "rounds (none: never)"),
+        ("peak overshoot while silent (%)", "peak_overshoot", 100.0),
+        ("lost throughput while silent (% of min(Q, D))", "lost_throughput", 100.0),
+        ("rounds to recover after (none: never)", "rounds_to_recover", 1.0),
     ]
-    for axes, (title, column, scale, ylabel) in zip(figure.subplots(1, 3), panels, strict=True):
-        for index, kind in enumerate(kinds):
+    figure = plotting.grid(1, 3, [title for title, _, _ in panels], 420)
+    figure.layout |= {"barmode": "group", "showlegend": True}
+    for index, kind in enumerate(dict.fromkeys(table.silence)):
+        for panel, (_, column, scale) in enumerate(panels):
             of_kind = table[table.silence == kind].groupby(["run_id", "fallback"])[column].max()
             heights = [scale * float(of_kind.get(label, math.nan)) for label in labels]
-            positions = [position + (index - (len(kinds) - 1) / 2) * width for position in range(len(labels))]
-            axes.bar(positions, heights, width=width, label=kind)
-        axes.set_xticks(range(len(labels)), names, rotation=20, ha="right", fontsize=8)
-        axes.set_title(title, fontsize=10)
-        axes.set_ylabel(ylabel)
-    figure.axes[0].legend(fontsize=7)
-    return png_base64(figure)
+            suffix = "" if panel == 0 else str(panel + 1)
+            figure.add(
+                {"type": "bar", "x": names, "y": plotting.values(heights), "name": kind, "legendgroup": kind,
+                 "showlegend": panel == 0, "marker": {"color": plotting.PALETTE[index % len(plotting.PALETTE)]},
+                 "xaxis": f"x{suffix}", "yaxis": f"y{suffix}"}
+            )  # fmt: skip
+    return figure
 
 
-def fallback_section(table: pd.DataFrame) -> str:
-    """The comparison's HTML: a table and the figure; empty when no run had a silence."""
+def fallback_section(table: pd.DataFrame) -> Section | None:
+    """The comparison: a table and the figure; None when no run had a silence."""
     if table.empty:
-        return ""
-
-    def percent(value: float | None) -> str:
-        return "" if value is None or pd.isna(value) else f"{100 * value:.1f}%"
-
+        return None
     rows = [
         [
             row.fallback,
             row.run_id,
             f"{row.silence}, rounds {row.start}-{row.end - 1}",
-            percent(row.peak_overshoot),
-            percent(row.lost_throughput),
+            percent(_value(row.peak_overshoot)),
+            percent(_value(row.lost_throughput)),
             "never" if pd.isna(row.rounds_to_recover) else int(row.rounds_to_recover),
         ]
         for row in table.itertuples()
     ]
     header = ["fallback", "run", "silence", "peak overshoot", "lost throughput", "rounds to recover"]
-    return (
-        "<h2>Fallbacks: while reports stopped</h2>"
-        '<p class="note">Per run and silence (a partition, a registry outage): the peak overshoot over its '
-        "rounds, the throughput lost (what the quota allowed and the producers wanted, held back), and the rounds "
-        "to converge after it ended. Compare runs that differ in fallback.mode (e.g. the fallbacks sweep).</p>"
+    body = (
+        note(
+            "Per run and silence (a partition, a registry outage): the peak overshoot over its rounds, the "
+            "throughput lost (what the quota allowed and the producers wanted, held back), and the rounds to "
+            "converge after it ended. Compare runs that differ in fallback.mode (e.g. the fallbacks sweep)."
+        )
         + html_table(header, rows, text_columns=3)
-        + img_tag(comparison_figure(table), "peak overshoot, lost throughput and recovery per fallback")
+        + figure_html(comparison_figure(table), "fallbacks-figure")
     )
+    return Section("fallbacks", "Fallbacks: while reports stopped", body)
+
+
+def _value(value: float | None) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)

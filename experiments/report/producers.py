@@ -8,19 +8,15 @@ run without producers, and absent from runs written before it existed.
 
 from __future__ import annotations
 
-from html import escape
-
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from actors.producers import THROTTLED_COLUMNS
-from experiments.report.figures import png_base64
-from experiments.report.html import html_table, img_tag
-from experiments.report.load import Runs
+from experiments.report import plotting
+from experiments.report.page import Section, html_table, note
+from experiments.report.plotting import Figure, figure_html, line
 
 PRODUCER = ["run_id", "broker", "client", "topic", "group", "mode"]
 REASON_LABELS = {  # PIP-385's ThrottlingReason, in its order
@@ -38,16 +34,11 @@ HELD_COLORS = {  # one colour per reason, none of them the figure's topic colour
     "throttled_broker_quota_s": "#762a83",
     "connection_blocked_s": "#8c8c8c",
 }
-LINE_STYLES = ["-", "--", "-.", ":"]
+DASHES = ["solid", "dash", "dashdot", "dot"]
 PEAKS = {"connection_pending_max_msgs": "peak: connection pending msgs", "publish_buffer_max_mb": "peak: buffer MiB"}
 
 
-def producers_of(runs: Runs) -> DataFrame | None:
-    """The `producers` table of the runs; None when no run has producers."""
-    return runs.producers if runs.producers.limit(1).count() else None
-
-
-def producer_summary(producers: DataFrame) -> pd.DataFrame:
+def producer_summary(producers: DataFrame) -> tuple[DataFrame, list[str]]:
     """One row per producer and run: means per round of rates, the median round's p50 latency and the worst
     round's p99, sums of throttled seconds by reason, signals and failed sends, and the peaks of what was
     pending on the broker (its connection's messages, the broker's buffer)."""
@@ -67,13 +58,13 @@ def producer_summary(producers: DataFrame) -> pd.DataFrame:
         F.sum("failed_queue_full_msgs").alias("failed_queue_full_msgs"),
         *(F.max(column).alias(column) for column in PEAKS),
     )
-    return summary.orderBy(*PRODUCER).toPandas()
+    return summary, PRODUCER
 
 
-def producer_rounds(producers: DataFrame) -> pd.DataFrame:
-    """Throughput and p99 latency per producer and round (small: producers x rounds x runs)."""
+def producer_rounds(producers: DataFrame) -> tuple[DataFrame, list[str]]:
+    """Throughput and p99 latency per producer and round (small: producers x rounds x runs), to collect."""
     columns = [*PRODUCER, "round", "throughput_msgs_per_s", "latency_p99_ms"]
-    return producers.select(*columns).orderBy(*PRODUCER, "round").toPandas()
+    return producers.select(*columns), [*PRODUCER, "round"]
 
 
 def run_labels(summary: pd.DataFrame) -> dict[str, str]:
@@ -84,7 +75,7 @@ def run_labels(summary: pd.DataFrame) -> dict[str, str]:
     return {run_id: f"{run_id} ({mode})" for run_id, mode in modes.items()}
 
 
-def producers_section(summary: pd.DataFrame, per_round: pd.DataFrame) -> str:
+def producers_section(summary: pd.DataFrame, per_round: pd.DataFrame) -> Section:
     """The section: what each producer got (throughput, latency, failed sends), why it was held (seconds by
     each of PIP-385's five reasons), then the figure."""
     labels = run_labels(summary)
@@ -130,81 +121,54 @@ def producers_section(summary: pd.DataFrame, per_round: pd.DataFrame) -> str:
         + (" Peaks: the most of its connection's messages, and of the broker's buffer (MiB), pending at once."
            if peaks else "")
     )  # fmt: skip
-    return (
-        "<h2>Producers and throttling (PIP-385)</h2>"
-        f'<p class="note">{escape(got_note)}</p>'
-        + html_table(got_header, got, text_columns=4)
-        + "<h3>Time throttled, by reason (seconds)</h3>"
-        + f'<p class="note">{escape(held_note)}</p>'
-        + html_table(held_header, held, text_columns=2)
-        + img_tag(producers_figure(summary, per_round, labels), "producers: throughput, latency, throttled time")
-    )
-
-
-def producers_figure(summary: pd.DataFrame, per_round: pd.DataFrame, labels: dict[str, str]) -> str:
-    """Top: each producer's throughput and p99 send latency per round, one column per run (same scales).
-    Bottom: mean throughput per producer with the runs side by side, and the time throttled by each of the five
-    reasons (stacked; one hatch per run) plus the time blocked by its connection."""
-    runs = list(labels)
-    topics = list(dict.fromkeys(summary["topic"]))
-    colors = {topic: f"C{index % 10}" for index, topic in enumerate(topics)}
-    figure = Figure(figsize=(15, 11), layout="constrained")
-    lines_figure, bars_figure = figure.subfigures(2, 1, height_ratios=[1.3, 1])
-    line_axes = lines_figure.subplots(2, len(runs), sharex=True, sharey="row", squeeze=False)
-    for column, run_id in enumerate(runs):
-        throughput_axes, latency_axes = line_axes[0, column], line_axes[1, column]
-        for (topic,), lines in per_round[per_round["run_id"] == run_id].groupby(["topic"], sort=False):
-            # thicker and solid first, thinner and dashed after: a line another one covers still shows
-            index = topics.index(topic)
-            style = {
-                "color": colors[topic],
-                "linewidth": 1.2 + 3.0 * (len(topics) - index) / len(topics),
-                "linestyle": LINE_STYLES[index % len(LINE_STYLES)],
-            }
-            throughput_axes.plot(lines["round"], lines["throughput_msgs_per_s"], label=topic, **style)
-            latency_axes.plot(lines["round"], lines["latency_p99_ms"], label=topic, **style)
-        throughput_axes.set(title=f"{labels[run_id]}: throughput per round", ylabel="msgs/s")
-        latency_axes.set(title=f"{labels[run_id]}: send latency p99 per round", xlabel="round", ylabel="ms")
-        latency_axes.set_yscale("log")
-        for axes in (throughput_axes, latency_axes):
-            axes.grid(alpha=0.3)
-    line_axes[0, 0].legend(fontsize=8, ncol=2)
-
-    bars_axes, throttled_axes = bars_figure.subplots(1, 2)
-    width = 0.8 / max(len(runs), 1)
-    positions = np.arange(len(topics))
-    hatches = [None, "//", "..", "xx"]
-    held_columns = (*THROTTLED_COLUMNS, "connection_blocked_s")
-    highest = 0.0
-    for run_index, run_id in enumerate(runs):
-        rows = summary[summary["run_id"] == run_id].set_index("topic").reindex(topics)
-        offset = positions + (run_index - (len(runs) - 1) / 2) * width
-        hatch = hatches[run_index % len(hatches)]
-        bars_axes.bar(offset, rows["throughput_msgs_per_s"], width, color="0.75", edgecolor="black", hatch=hatch)
-        bottom = np.zeros(len(topics))
-        for column in held_columns:
-            values = rows[column].fillna(0.0).to_numpy()
-            throttled_axes.bar(offset, values, width, bottom=bottom, color=HELD_COLORS[column], edgecolor="black",
-                               linewidth=0.3, hatch=hatch)  # fmt: skip
-            bottom += values
-        highest = max(highest, float(bottom.max()))
-    throttled_axes.set_ylim(0.0, 1.1 * highest or 1.0)  # room above the highest stack
-    run_handles = [
-        Patch(facecolor="white", edgecolor="black", hatch=hatches[i % len(hatches)]) for i in range(len(runs))
-    ]
-    bars_axes.legend(run_handles, [labels[run_id] for run_id in runs], fontsize=8)
-    reason_handles = [Patch(facecolor=HELD_COLORS[column], edgecolor="black") for column in held_columns]
-    reason_names = [*REASON_LABELS.values(), "connection blocked"]
-    throttled_axes.legend(
-        reason_handles + run_handles, reason_names + [labels[run_id] for run_id in runs],
-        fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+    held_section = Section(
+        "producers-held",
+        "Time throttled, by reason (seconds)",
+        note(held_note) + html_table(held_header, held, text_columns=2, wide=True)
+        + figure_html(held_figure(summary, labels), "producers-held-figure"),
     )  # fmt: skip
-    for axes in (bars_axes, throttled_axes):
-        axes.set_xticks(positions, topics, rotation=20, ha="right", fontsize=8)
-        axes.grid(axis="y", alpha=0.3)
-    bars_axes.set(title="mean throughput", ylabel="msgs/s")
-    throttled_axes.set(title="time throttled by reason, and blocked by the connection", ylabel="seconds over the run")
-    return png_base64(figure)
+    body = (
+        note(got_note)
+        + html_table(got_header, got, text_columns=4, wide=True)
+        + figure_html(producers_figure(per_round, labels), "producers-figure")
+    )
+    return Section("producers", "Producers and throttling (PIP-385)", body, [held_section])
+
+
+def producers_figure(per_round: pd.DataFrame, labels: dict[str, str]) -> Figure:
+    """Each producer's throughput (top row) and p99 send latency (bottom row, log scale) per round, one column
+    per run; one colour and dash per topic."""
+    runs = list(labels)
+    topics = list(dict.fromkeys(per_round["topic"]))
+    titles = [f"{labels[run_id]}: {what}" for what in ("throughput msgs/s", "p99 latency ms") for run_id in runs]
+    figure = plotting.grid(2, len(runs), titles, 640)
+    figure.layout |= {"showlegend": True, "hovermode": "x unified"}
+    for column, run_id in enumerate(runs):
+        for (topic,), lines in per_round[per_round["run_id"] == run_id].groupby(["topic"], sort=False):
+            index = topics.index(topic)
+            style = {"color": plotting.PALETTE[index % len(plotting.PALETTE)], "width": 2,
+                     "dash": DASHES[index % len(DASHES)]}  # fmt: skip
+            for row, measure in enumerate(("throughput_msgs_per_s", "latency_p99_ms")):
+                panel = row * len(runs) + column + 1
+                axes = {"xaxis": f"x{'' if panel == 1 else panel}", "yaxis": f"y{'' if panel == 1 else panel}"}
+                figure.add(line(lines["round"], lines[measure], topic, style, legendgroup=topic,
+                                showlegend=panel == 1, **axes))  # fmt: skip
+    for panel in range(len(runs) + 1, 2 * len(runs) + 1):
+        figure.layout[f"yaxis{'' if panel == 1 else panel}"] |= {"type": "log", "rangemode": "normal"}
+    return figure
+
+
+def held_figure(summary: pd.DataFrame, labels: dict[str, str]) -> Figure:
+    """Per topic and run: the seconds throttled by each of PIP-385's five reasons and blocked by the connection,
+    stacked."""
+    x = [[labels[run_id] for run_id in summary["run_id"]], summary["topic"].tolist()]
+    figure = Figure([], plotting.base_layout(460, barmode="stack", hovermode="closest"))
+    figure.layout |= {"xaxis": plotting.AXIS, "yaxis": {**plotting.AXIS, "title": {"text": "seconds over the run"}}}
+    for column in (*THROTTLED_COLUMNS, "connection_blocked_s"):
+        name = REASON_LABELS.get(column, "connection blocked")
+        figure.add({"type": "bar", "x": x, "y": plotting.values(summary[column].fillna(0.0)), "name": name,
+                    "marker": {"color": HELD_COLORS[column]}})  # fmt: skip
+    return figure
 
 
 def _ms(value: float) -> str:

@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pandas as pd
-from matplotlib.figure import Figure
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from experiments.report.figures import png_base64
+from experiments.report import plotting
+from experiments.report.plotting import Figure, line
 
 GROUP = ["run_id", "group", "dimension"]
 
@@ -81,29 +81,24 @@ def allocate_timings(timings: DataFrame) -> DataFrame:
     )
 
 
-def quota_figure(per_round: pd.DataFrame, throttled: pd.DataFrame) -> str:
-    """Top: the longest breach per group; middle: throttled seconds per round by reason; bottom: the oldest and
-    the mean report age per group."""
-    figure = Figure(figsize=(10, 7), layout="constrained")
-    breach, throttle, age = figure.subplots(3, 1, sharex=True)
-    for group, series in per_round.groupby("group"):
-        breach.plot(series["round"], series["breach_age_s"], linewidth=1, label=group)
-        line = age.plot(series["round"], series["report_age_max_s"], linewidth=1, label=f"{group} oldest")[0]
-        mean_style = {"linewidth": 0.8, "ls": "--", "color": line.get_color(), "label": f"{group} mean"}
-        age.plot(series["round"], series["report_age_mean_s"], **mean_style)
+def quota_figure(per_round: pd.DataFrame, throttled: pd.DataFrame) -> Figure:
+    """Top: the longest breach per group; middle: throttled seconds per round by reason; bottom: the oldest
+    (solid) and the mean (dotted) report age per group, one colour per group."""
+    figure = plotting.stacked([1, 1, 1], 580)
+    for index, (group, series) in enumerate(per_round.groupby("group")):
+        color = plotting.PALETTE[index % len(plotting.PALETTE)]
+        x = series["round"].tolist()
+        figure.add(line(x, series["breach_age_s"], group, {"color": color, "width": 1.8}, legendgroup=group))
+        figure.add(line(x, series["report_age_max_s"], f"{group} oldest", {"color": color, "width": 1.8}, panel=3,
+                        legendgroup=group, showlegend=False))  # fmt: skip
+        figure.add(line(x, series["report_age_mean_s"], f"{group} mean", {"color": color, "width": 1.4, "dash": "dot"},
+                        panel=3, legendgroup=group, showlegend=False))  # fmt: skip
     rounds = sorted(per_round["round"].unique())
-    for reason, series in throttled.groupby("reason"):
+    for index, (reason, series) in enumerate(throttled.groupby("reason")):
         # a round without a row for the reason was not throttled by it: 0, not the last value carried over
         seconds = series.set_index("round")["throttled_s"].reindex(rounds, fill_value=0.0)
-        throttle.step(rounds, seconds, where="mid", label=reason)
-    breach.set_ylim(bottom=0.0)
-    throttle.set_ylim(bottom=0.0)
-    breach.set_ylabel("breach age (s)")
-    throttle.set_ylabel("throttled (s / round)")
-    age.set_ylabel("report age (s)")
-    age.set_xlabel("round")
-    for axes in (breach, throttle, age):
-        if axes.has_data():
-            axes.legend(fontsize="small", ncol=4, loc="upper left")
-        axes.grid(alpha=0.3)
-    return png_base64(figure)
+        style = {"shape": "hvh", "width": 2, "color": plotting.PALETTE[-1 - index % len(plotting.PALETTE)]}
+        figure.add(line(rounds, seconds, f"throttled: {reason}", style, panel=2))
+    for axis, title in (("yaxis", "breach age (s)"), ("yaxis2", "throttled (s/round)"), ("yaxis3", "report age (s)")):
+        figure.layout[axis] |= {"title": {"text": title}, "rangemode": "tozero"}
+    return figure

@@ -10,13 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-from matplotlib.figure import Figure
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from experiments.report.figures import png_base64, unit
-from experiments.report.html import img_tag
+from experiments.report import plotting
+from experiments.report.figures import unit
 from experiments.report.metrics import GROUP, GROUP_ROUND
+from experiments.report.page import Section, anchor, note
+from experiments.report.plotting import Figure, figure_html, line
 
 PANELS_PER_ROW = 2
 Ramped = tuple[str, str, str, dict[str, Any]]  # run_id, group, dimension, the ramp's settings as written
@@ -32,9 +33,10 @@ def ramped_groups(manifests: dict[str, dict[str, Any]]) -> list[Ramped]:
     ]
 
 
-def ramp_rounds(spark: SparkSession, rounds: DataFrame, ramped: list[Ramped]) -> pd.DataFrame:
+def ramp_rounds(rounds: DataFrame, ramped: list[Ramped]) -> tuple[DataFrame, list[str]]:
     """Per ramped (run, group, dimension) and round: the smallest and largest pool of its brokers, and the sums
-    of their usage, limits and demand."""
+    of their usage, limits and demand (a frame to collect, and its order)."""
+    spark = rounds.sparkSession
     keys = spark.createDataFrame([key[:3] for key in ramped], "run_id string, group string, dimension string")
     table = (
         rounds.join(F.broadcast(keys), on=GROUP, how="inner")
@@ -46,51 +48,53 @@ def ramp_rounds(spark: SparkSession, rounds: DataFrame, ramped: list[Ramped]) ->
             F.sum("limit").alias("limit"),
             F.sum("demand").alias("demand"),
         )
-        .toPandas()
     )
-    return table.sort_values(GROUP_ROUND, ignore_index=True)
+    return table, GROUP_ROUND
 
 
-def ramp_figure(table: pd.DataFrame, ramped: list[Ramped]) -> str:
+def ramp_figure(table: pd.DataFrame, ramped: list[Ramped]) -> Figure:
     """One panel per ramped group: the pool (a band where the brokers disagree), total usage, sum of limits and
     total demand per round."""
     n_rows = -(-len(ramped) // PANELS_PER_ROW)
-    figure = Figure(figsize=(12, 3.2 * n_rows), layout="constrained")
-    panels = figure.subplots(n_rows, PANELS_PER_ROW, squeeze=False, sharex=True).flat
-    for axes, (run_id, group, dimension, ramp) in zip(panels, ramped, strict=False):
+    figure = plotting.grid(n_rows, PANELS_PER_ROW, [_title(ramp, group) for _, group, _, ramp in ramped],
+                           340 * n_rows + 60)  # fmt: skip
+    figure.layout |= {"showlegend": True, "hovermode": "x unified"}
+    for index, (run_id, group, dimension, _) in enumerate(ramped):
         rows = table[(table.run_id == run_id) & (table.group == group) & (table.dimension == dimension)]
-        axes.fill_between(rows["round"], rows["pool_min"], rows["pool_max"], step="post", color="black", alpha=0.3)
-        axes.step(rows["round"], rows["pool_max"], where="post", color="black", linewidth=2, label="pool")
-        axes.plot(rows["round"], rows["limit"], color="tab:blue", linestyle=":", label="sum of limits")
-        axes.plot(rows["round"], rows["usage"], color="tab:red", linewidth=1.5, label="total usage")
-        axes.plot(rows["round"], rows["demand"], color="tab:gray", linestyle="--", label="total demand")
-        title = f"{group}: {ramp['mode']}, {ramp['min']:g} -> {ramp['max']:g} over {ramp['duration_s']:g} s"
-        if ramp["mode"] in ("only-if-used", "go-back-n"):
-            title += f", threshold {ramp['usage_threshold_pct']:g}%"
-        axes.set_title(title, fontsize=9)
-        axes.set_ylabel(unit(dimension))
-    for axes in list(panels):
-        axes.set_visible(False)  # the unused panel of an odd number of groups
-    figure.axes[0].legend(fontsize=7, loc="upper left")
-    for axes in figure.axes[-PANELS_PER_ROW:]:
-        axes.set_xlabel("round")
-    return png_base64(figure)
+        axes = {"xaxis": f"x{'' if index == 0 else index + 1}", "yaxis": f"y{'' if index == 0 else index + 1}"}
+        x = rows["round"].tolist()
+        first = index == 0  # one legend entry per kind of line
+        low = {"color": "rgba(0,0,0,0)", "shape": "hv"}
+        figure.add(line(x, rows["pool_min"], "pool, lowest", low, showlegend=False, hoverinfo="skip",
+                        legendgroup="pool", **axes))  # fmt: skip
+        figure.add(line(x, rows["pool_max"], "pool (band: brokers disagree)", plotting.QUOTA, fill="tonexty",
+                        fillcolor="rgba(0,0,0,0.2)", legendgroup="pool", showlegend=first, **axes))  # fmt: skip
+        for name, column, style in (
+            ("sum of limits", "limit", plotting.LIMITS),
+            ("total demand", "demand", plotting.DEMAND),
+            ("total usage", "usage", plotting.USAGE),
+        ):
+            figure.add(line(x, rows[column], name, style, legendgroup=name, showlegend=first, **axes))
+        figure.layout[axes["yaxis"].replace("y", "yaxis", 1)]["title"] = {"text": unit(dimension)}
+    return figure
 
 
-def ramp_sections(spark: SparkSession, rounds: DataFrame, manifests: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """run_id -> the HTML of its ramp figure, for the runs with ramped groups (none: no Spark job)."""
-    ramped = ramped_groups(manifests)
-    if not ramped:
-        return {}
-    table = ramp_rounds(spark, rounds, ramped)
+def _title(ramp: dict[str, Any], group: str) -> str:
+    title = f"{group}: {ramp['mode']}, {ramp['min']:g} -> {ramp['max']:g} over {ramp['duration_s']:g} s"
+    if ramp["mode"] in ("only-if-used", "go-back-n"):
+        title += f", threshold {ramp['usage_threshold_pct']:g}%"
+    return title
+
+
+def ramp_sections(table: pd.DataFrame, ramped: list[Ramped]) -> dict[str, Section]:
+    """run_id -> the section of its ramp figure, for the runs with ramped groups (`table`: `ramp_rounds`)."""
     sections = {}
     for run_id in dict.fromkeys(key[0] for key in ramped):
         mine = [key for key in ramped if key[0] == run_id]
-        sections[run_id] = (
-            "<h3>Ramped quotas</h3>"
-            '<p class="note">Each group\'s pool as its brokers computed it (black; a grey band where they '
-            "disagree), the sum of their limits, total usage and demand. The pool of a round is the one its "
-            "limits split: the next epoch's.</p>"
-            + img_tag(ramp_figure(table, mine), "pool, usage, limits and demand per round of each ramped group")
-        )
+        body = note(
+            "Each group's pool as its brokers computed it (black; a grey band where they disagree), the sum of "
+            "their limits, total usage and demand. The pool of a round is the one its limits split: the next "
+            "epoch's."
+        ) + figure_html(ramp_figure(table, mine), anchor("ramps", run_id))
+        sections[run_id] = Section(anchor("ramps", run_id), "Ramped quotas", body)
     return sections

@@ -1,15 +1,27 @@
-"""The one SparkSession the report jobs, the CLI and the tests share."""
+"""The one SparkSession the report jobs, the CLI and the tests share, started quietly.
+
+Spark's JVM prints 8-9 lines as it starts (log4j's profile, the host name it resolved, the native-hadoop
+library, the log level): nothing a user acts on. Unless `verbose`, the JVM is started with its standard
+error on /dev/null (it inherits the file descriptor when it is launched), so those lines and its later WARN
+lines are not shown; a failure still reaches Python as an exception, and `--verbose` shows everything.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
+from collections.abc import Iterator
 
 from pyspark.sql import SparkSession
 
+from experiments.errors import UserError
 
-def spark_session(master: str = "local[*]") -> SparkSession:
+PANDAS_3_WARNING = "PySpark does not yet fully support pandas"
+
+
+def spark_session(master: str = "local[*]", verbose: bool = False) -> SparkSession:
     """Get or create the `quotalab` SparkSession on `master`, sized for small aggregations on a laptop.
 
     getOrCreate semantics: when a session already runs (the tests' fixture, a notebook), it is returned as it
@@ -17,10 +29,7 @@ def spark_session(master: str = "local[*]") -> SparkSession:
     """
     # The Python workers of local masters must be this interpreter (same pandas, pyarrow, allocator).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    # PySpark warns on every pandas call that pandas 3 is "not yet fully supported"; the grouped UDF and
-    # toPandas we use work, and the warning would bury the CLI's own output.
-    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
-    session = (
+    builder = (
         SparkSession.builder.master(master)
         .appName("quotalab")
         .config("spark.ui.enabled", "false")
@@ -29,7 +38,36 @@ def spark_session(master: str = "local[*]") -> SparkSession:
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
-        .getOrCreate()
     )
-    session.sparkContext.setLogLevel("WARN")
+    try:
+        with contextlib.nullcontext() if verbose else _stderr_to_devnull():
+            session = builder.getOrCreate()
+    except Exception as error:  # PySparkRuntimeError (JAVA_GATEWAY_EXITED), Py4J errors: the JVM did not start
+        hint = "" if verbose else "; run again with --verbose to see Spark's output"
+        raise UserError(f"Spark did not start on {master} ({' '.join(str(error).split())[:200]}){hint}") from None
+    session.sparkContext.setLogLevel("WARN" if verbose else "ERROR")
     return session
+
+
+@contextlib.contextmanager
+def _stderr_to_devnull() -> Iterator[None]:
+    """File descriptor 2 on /dev/null while the JVM is launched (it keeps it), then back."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+@contextlib.contextmanager
+def pandas_3_accepted() -> Iterator[None]:
+    """Around a call into PySpark's pandas API (a grouped pandas UDF): PySpark 4.3 warns on every such call
+    that pandas 3 is "not yet fully supported". The one pandas feature used, `applyInPandas` with plain float
+    and string columns, is covered by the report's tests under pandas 3; the warning says nothing more."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=PANDAS_3_WARNING, category=FutureWarning)
+        yield

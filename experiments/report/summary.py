@@ -6,12 +6,16 @@ size does not grow with the number of brokers, and each broker's limit for the f
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import reduce
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from actors.liveness import run_status
@@ -33,68 +37,128 @@ class Results:
     starvation: pd.DataFrame  # metrics.starvation
     quota: QuotaTelemetry  # quota_telemetry: the PIP-323-style telemetry's aggregates
     agreement: pd.DataFrame  # agreement.rounds_to_agree (empty without a pool-size consensus)
+    events: pd.DataFrame = field(default_factory=pd.DataFrame)  # the runs' events table as logged
+    extra: dict[str, pd.DataFrame] = field(default_factory=dict)  # the `extra` frames asked of collect_results
 
 
-def collect_results(runs: Runs) -> Results:
-    """Run the metric jobs and collect their (small) results."""
-    # The water-filling UDF runs once: its rows feed the group rounds and starvation, which three jobs read.
+Frames = Mapping[str, tuple[DataFrame, list[str]]]  # name -> (a small result, the columns to sort it by)
+
+
+def collect_results(runs: Runs, extra: Frames | None = None) -> Results:
+    """Run the metric jobs and collect their (small) results, with the `extra` frames (figures' tables).
+
+    Two Spark jobs, whatever the number of tables: the first computes the water-filling (a grouped pandas
+    UDF) and the per-round table and keeps both cached; the second computes every other table from the
+    caches and the telemetry at once (`collect_tables`). On small runs each Spark job costs about as much as
+    its work, so one job per table (sixteen) took most of a report's time.
+    """
     broker_rounds = metrics.broker_rounds(runs.rounds).persist()
     per_round = metrics.group_rounds(broker_rounds).persist()
     try:
+        first = collect_tables({"per_round": (per_round, metrics.GROUP_ROUND)})
         per_bandwidth_round = metrics.bandwidth_per_round(runs.messages)
-        return Results(
-            per_round=_collect(per_round, metrics.GROUP_ROUND),
-            groups=_collect(metrics.group_summary(per_round), metrics.GROUP),
-            convergence=_collect(metrics.convergence(per_round, runs.events), [*metrics.GROUP_ROUND, "kind"]),
-            bandwidth=_collect(per_bandwidth_round, ["run_id", "round"]),
-            per_broker=_collect(metrics.bandwidth_per_broker(runs.messages), ["run_id", "broker"]),
-            runs=_collect(metrics.run_bandwidth(per_bandwidth_round), ["run_id"]),
-            starvation=_collect(metrics.starvation(broker_rounds), metrics.GROUP),
-            quota=collect_quota_telemetry(runs),
-            agreement=agreement.rounds_to_agree(
-                _collect(agreement.agreement_per_round(runs.rounds), ["run_id", "round"]), runs.events.toPandas()
-            ),
-        )
+        frames: dict[str, tuple[DataFrame, list[str]]] = {
+            "groups": (metrics.group_summary(per_round), metrics.GROUP),
+            "convergence": (metrics.convergence(per_round, runs.events), [*metrics.GROUP_ROUND, "kind"]),
+            "bandwidth": (per_bandwidth_round, ["run_id", "round"]),
+            "per_broker": (metrics.bandwidth_per_broker(runs.messages), ["run_id", "broker"]),
+            "runs": (metrics.run_bandwidth(per_bandwidth_round), ["run_id"]),
+            "starvation": (metrics.starvation(broker_rounds), metrics.GROUP),
+            "agreement": (agreement.agreement_per_round(runs.rounds), ["run_id", "round"]),
+            "events": (runs.events, ["run_id", "round", "kind"]),
+            **quota_telemetry_frames(runs),
+        }
+        tables = collect_tables({**frames, **(extra or {})})
     finally:
         per_round.unpersist()
         broker_rounds.unpersist()
-
-
-def collect_quota_telemetry(runs: Runs) -> QuotaTelemetry:
-    return QuotaTelemetry(
-        groups=_collect(quota_telemetry.group_summary(runs.rounds), quota_telemetry.GROUP),
-        reasons=_collect(quota_telemetry.throttled_by_reason(runs.throttles), ["run_id", "group", "reason"]),
-        per_round=_collect(quota_telemetry.group_rounds(runs.rounds), ["run_id", "group", "round"]),
-        throttled_per_round=_collect(quota_telemetry.throttled_rounds(runs.throttles), ["run_id", "reason", "round"]),
-        timings=_collect(quota_telemetry.allocate_timings(runs.timings), ["run_id"]),
+    return Results(
+        per_round=first["per_round"],
+        groups=tables["groups"],
+        convergence=tables["convergence"],
+        bandwidth=tables["bandwidth"],
+        per_broker=tables["per_broker"],
+        runs=tables["runs"],
+        starvation=tables["starvation"],
+        quota=QuotaTelemetry(**{name: tables[f"quota.{name}"] for name in QUOTA_TABLES}),
+        agreement=agreement.rounds_to_agree(tables["agreement"], tables["events"]),
+        events=tables["events"],
+        extra={name: tables[name] for name in extra or {}},
     )
 
 
-def collect_limits(spark: SparkSession, rounds: DataFrame, shown: list[tuple[str, str, str]]) -> pd.DataFrame:
-    """Each broker's limit per round for the shown (run_id, group, dimension) triples."""
-    keys = spark.createDataFrame(shown, "run_id string, group string, dimension string")
-    return _collect(metrics.broker_limits(rounds, keys), [*metrics.GROUP_ROUND, "broker"])
+QUOTA_TABLES = ("groups", "reasons", "per_round", "throttled_per_round", "timings")
 
 
-def _collect(frame: DataFrame, order: list[str]) -> pd.DataFrame:
-    """Collect a small result, sorted on the driver (a Spark orderBy would add a sampling job).
-
-    An integer column with nulls arrives as float (3.0, NaN); it goes back to integers (3, <NA>).
-    """
-    table = frame.toPandas()
-    integral = (T.IntegerType, T.LongType)
-    nullable_ints = {
-        field.name: "Int64"
-        for field in frame.schema
-        if isinstance(field.dataType, integral) and table[field.name].dtype.kind == "f"
+def quota_telemetry_frames(runs: Runs) -> dict[str, tuple[DataFrame, list[str]]]:
+    """The quota telemetry's tables (`QuotaTelemetry`'s fields, prefixed `quota.`), to collect."""
+    return {
+        "quota.groups": (quota_telemetry.group_summary(runs.rounds), quota_telemetry.GROUP),
+        "quota.reasons": (quota_telemetry.throttled_by_reason(runs.throttles), ["run_id", "group", "reason"]),
+        "quota.per_round": (quota_telemetry.group_rounds(runs.rounds), ["run_id", "group", "round"]),
+        "quota.throttled_per_round": (
+            quota_telemetry.throttled_rounds(runs.throttles),
+            ["run_id", "reason", "round"],
+        ),
+        "quota.timings": (quota_telemetry.allocate_timings(runs.timings), ["run_id"]),
     }
-    return table.astype(nullable_ints).sort_values(order, ignore_index=True)
+
+
+def collect_quota_telemetry(runs: Runs) -> QuotaTelemetry:
+    tables = collect_tables(quota_telemetry_frames(runs))
+    return QuotaTelemetry(**{name: tables[f"quota.{name}"] for name in QUOTA_TABLES})
+
+
+def collect_tables(frames: Frames) -> dict[str, pd.DataFrame]:
+    """Collect several small results in one Spark job: each row as JSON, tagged with its table's name, the
+    tables unioned, one `collect`; then each table rebuilt with its schema's types (an integer column with
+    nulls as pandas' nullable `Int64`) and sorted on the driver (a Spark orderBy would add a sampling job).
+
+    JSON, because the tables have different columns: a union needs one schema, and one string column is the
+    narrowest. Spark writes a NaN or an infinity as a quoted string (`"Infinity"`); the float columns read it
+    back as the number.
+    """
+    tagged = [
+        frame.select(F.lit(name).alias("table"), F.to_json(F.struct(*map(F.col, frame.columns))).alias("row"))
+        for name, (frame, _) in frames.items()
+    ]
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in frames}
+    for table, row in reduce(DataFrame.unionByName, tagged).collect():
+        rows[table].append(json.loads(row))
+    return {name: _typed(rows[name], frame.schema, order) for name, (frame, order) in frames.items()}
+
+
+def _typed(records: list[dict[str, Any]], schema: T.StructType, order: list[str]) -> pd.DataFrame:
+    table = pd.DataFrame.from_records(records, columns=schema.fieldNames())
+    for spark_field in schema:
+        column = table[spark_field.name]
+        kind = spark_field.dataType
+        if isinstance(kind, T.IntegerType | T.LongType | T.ShortType):
+            table[spark_field.name] = column.astype("Int64" if column.isna().any() else "int64")
+        elif isinstance(kind, T.DoubleType | T.FloatType):
+            table[spark_field.name] = column.astype("float64")
+        elif isinstance(kind, T.BooleanType):
+            table[spark_field.name] = column.astype("boolean" if column.isna().any() else "bool")
+    return table.sort_values(order, ignore_index=True)
+
+
+def collect_limits(rounds: DataFrame, shown: list[tuple[str, str, str]]) -> pd.DataFrame:
+    """Each broker's limit per round for the shown (run_id, group, dimension) triples (one Spark job)."""
+    return collect_tables({"limits": limits_frame(rounds, shown)})["limits"]
+
+
+def limits_frame(rounds: DataFrame, shown: list[tuple[str, str, str]] | None) -> tuple[DataFrame, list[str]]:
+    """The frame of each broker's limit per round for the `shown` triples; None: every group."""
+    spark = rounds.sparkSession
+    keys = None if shown is None else spark.createDataFrame(shown, "run_id string, group string, dimension string")
+    return metrics.broker_limits(rounds, keys), [*metrics.GROUP_ROUND, "broker"]
 
 
 def build_summary(manifests: dict[str, dict[str, Any]], results: Results) -> dict[str, Any]:
     """`summary.json` as DESIGN.md shapes it, runs in the order given, groups by name, events by round.
 
     Extra keys: per run `status`, `rounds`, `reports_sent_per_round`, `reports_suppressed_per_round`,
+    `deliveries_dropped` and `deliveries_lost_transport` (report copies lost to the injected faults, to the transport),
     `rounds_to_agree` (per membership event, runs with a pool-size consensus: `agreement`) and `overall` (the
     groups' scores pooled, for comparing runs); per group `rounds_over_quota` (the share of its rounds with
     U > 1.05 Q), `fairness_error`, `report_bytes_per_round`, `starved` (the share of the last quarter's
@@ -129,6 +193,8 @@ def build_summary(manifests: dict[str, dict[str, Any]], results: Results) -> dic
                 "rounds": int(results.per_round.loc[results.per_round["run_id"] == run_id, "round"].nunique()),
                 "reports_sent_per_round": _number(traffic.get("reports_sent_per_round")),
                 "reports_suppressed_per_round": _number(traffic.get("reports_suppressed_per_round")),
+                "deliveries_dropped": _number(traffic.get("deliveries_dropped")),
+                "deliveries_lost_transport": _number(traffic.get("deliveries_lost_transport")),
                 "overall": _overall(groups),
                 "rounds_to_agree": _agreement_entries(results.agreement, run_id),
             }

@@ -23,7 +23,7 @@ dataclasses) against 63 by hand (23 of converter, 16 of rules, 24 for the channe
 
 Decisions that a scenario author should know:
 
-- Quotas are numbers >= 0 or the string `unlimited` (stored as -1.0); a negative number is refused.
+- Quotas are numbers >= 0 or the string `unlimited` (stored as `math.inf`); a negative number is refused.
 - Every number has a sane upper bound, far beyond any experiment and below what breaks the arithmetic:
   rates and quotas <= 10**12 (`actors.workload.MAX_RATE`), lengths in rounds <= 10**7, `interval_s` in
   [0.001, 86400], seeds < 2**63, at most 10,000 brokers (`converter.MAX_BROKERS`). A file is at most 16 MiB
@@ -48,7 +48,14 @@ Decisions that a scenario author should know:
 """
 
 from experiments.errors import ScenarioError
-from experiments.scenario.reading import apply_overrides, load_scenario, parse_scenario, read_scenario, read_yaml
+from experiments.scenario.reading import (
+    apply_overrides,
+    load_scenario,
+    parse_override,
+    parse_scenario,
+    read_scenario,
+    read_yaml,
+)
 from experiments.scenario.sections import UNLIMITED
 
 __all__ = [
@@ -56,6 +63,7 @@ __all__ = [
     "ScenarioError",
     "apply_overrides",
     "load_scenario",
+    "parse_override",
     "parse_scenario",
     "read_scenario",
     "read_yaml",

@@ -13,6 +13,7 @@ from typing import Any
 from actors.workload import MAX_RATE, MAX_ROUNDS
 from allocator.node import fallback
 from allocator.ramps import ramp
+from allocator.wire.pulsar.limits import WIRES
 from allocator.wire.routing import MAX_TOPICS
 from experiments import checks
 from experiments.scenario.spec import (
@@ -46,6 +47,7 @@ MAX_BROKERS = 10_000
 MAX_MSG_BYTES = 2**30  # 1 GiB (Pulsar's default largest message is 5 MB)
 MAX_CLOCK_OFFSET_S = 3600.0
 MAX_LIE_FACTOR = 1e6  # a liar's usage_factor
+MAX_THRESHOLD_PCT = 10_000  # a report only when usage changes 100-fold: beyond, only forced reports go out
 
 _LENGTH = checks.Range(1, cap=MAX_ROUNDS)  # a number of rounds
 _DELAY = checks.Range(0, cap=MAX_ROUNDS)
@@ -60,7 +62,7 @@ _RULES: dict[type, dict[str, Any]] = {
         "backend": ("ray", "local"),
         "brokers_per_actor": checks.Range(1, cap=MAX_BROKERS),
     },
-    ReportingSpec: {"threshold_pct": checks.NON_NEGATIVE, "force_every": _LENGTH},
+    ReportingSpec: {"threshold_pct": checks.Range(0, cap=MAX_THRESHOLD_PCT), "force_every": _LENGTH, "wire": WIRES},
     CleanupSpec: {
         "stale_after_rounds": _LENGTH,
         "max_report_age_rounds": checks.Range(0, low_open=True, cap=MAX_ROUNDS),
@@ -76,6 +78,7 @@ _RULES: dict[type, dict[str, Any]] = {
         "jitter_rounds": _DELAY,
         "shards": checks.Range(1, cap=MAX_TOPICS),
         "routing": ("broadcast", "interest"),
+        "transport": ("simulated", "redis"),
     },
     RealtimeSpec: {"jitter_pct": checks.Range(0, 100), "clock_offset_s": checks.Range(0, cap=MAX_CLOCK_OFFSET_S)},
     WorkloadSpec: {"msg_bytes": checks.Range(0, low_open=True, cap=MAX_MSG_BYTES)},

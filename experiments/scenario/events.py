@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from experiments import checks
-from experiments.scenario import converter, sections
+from experiments.scenario import converter, sections, transport
 from experiments.scenario.sections import Context
 from experiments.scenario.spec import BrokerSpec, EventSpec
 
@@ -33,7 +33,8 @@ def _quota_event(value: Any, key: str, context: Context) -> tuple[str, dict[str,
 
 
 def _channel_event(value: Any, key: str, context: Context) -> tuple[str, dict[str, Any]]:
-    changes = sections.channel(value, key, context, exclude=("shards", "routing"))  # the topology is fixed at the start
+    fixed = ("shards", "routing", "transport", "redis_url", "pubsub_buffer_limit")  # the topology is set at the start
+    changes = sections.channel(value, key, context, exclude=fixed)
     if not changes:
         raise checks.FieldError(key, "must change at least one channel setting")
     return "", changes
@@ -93,6 +94,8 @@ _EVENTS: dict[str, EventParser] = {
     "clock_skew": _clock_skew_event,
     "registry_outage": _registry_outage_event,
     "forge": _forge_event,
+    "stall": transport.stall_event,
+    "redis_outage": transport.redis_outage_event,
 }
 
 # Broker lifecycle: event kind -> (the state it needs, the state it leaves). A broker starts "up", or

@@ -14,6 +14,7 @@ clients:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from actors.workload import MAX_RATE
@@ -24,7 +25,7 @@ from experiments.scenario.spec import ClientSpec, ProducerSpec, ThrottleSpec
 
 MAX_PRODUCERS = 1000  # in a scenario: the producer model keeps a [producers, send timeout / step] array per broker
 MAX_TIMEOUT_STEPS = 6000  # a send timeout of at most this many time steps (60 s at the default 10 ms)
-# Fields that may be 'unlimited' (stored as -1.0): the range of a number (None: a rate, `sections.rate_or_unlimited`)
+# Fields that may be 'unlimited' (math.inf): the range of a number (None: a rate, `sections.rate_or_unlimited`)
 _UNLIMITED_FIELDS: dict[type, dict[str, checks.Range | None]] = {
     ThrottleSpec: {
         "broker_msgs_per_s": None,
@@ -106,11 +107,11 @@ def _fields(cls: type, body: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 def _number_or_unlimited(value: Any, key: str, rule: checks.Range | None) -> float:
-    """A number in `rule` or 'unlimited' (-1.0); a rate when `rule` is None."""
+    """A number in `rule` or 'unlimited' (`math.inf`); a rate when `rule` is None."""
     if rule is None:
         return sections.rate_or_unlimited(value, key)
     if value == sections.UNLIMITED:
-        return -1.0
+        return math.inf
     if isinstance(value, bool) or not isinstance(value, int | float) or value not in rule:
         problem = rule.problem(value) if isinstance(value, int | float) and not isinstance(value, bool) else ""
         raise checks.FieldError(

@@ -13,8 +13,9 @@ import yaml
 
 from experiments import checks
 from experiments.errors import ScenarioError
-from experiments.scenario import converter, events, generation, producers, sections
+from experiments.scenario import converter, events, generation, producers, pulsar_wire, sections, transport
 from experiments.scenario.spec import ChannelSpec, CleanupSpec, FallbackSpec, GroupSpec, RealtimeSpec, Scenario
+from experiments.user_files import UnreadableFileError, read_capped
 
 
 def load_scenario(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Scenario:
@@ -85,6 +86,8 @@ _OVERRIDE_PART = re.compile(r"([^.\[\]]+)((?:\[\d+\])*)")
 def _override_steps(dotted: str) -> list[str | int]:
     """`groups[0].quota` -> ["groups", 0, "quota"]."""
     steps: list[str | int] = []
+    if dotted.count(".") + dotted.count("[") >= MAX_DEPTH:
+        raise ScenarioError("override", checks.show(dotted), f"nested too deeply (more than {MAX_DEPTH} levels)")
     for part in dotted.split("."):
         match = _OVERRIDE_PART.fullmatch(part)
         if match is None:
@@ -154,18 +157,17 @@ _StrictLoader.add_implicit_resolver(
 def read_yaml(path: Path, source: str) -> Any:
     """The YAML document at `path` (strict: no duplicate keys); a problem is a `ScenarioError` naming `source`."""
     try:
-        with path.open("rb") as file:
-            data = file.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise ScenarioError(source, "", "no such file") from None
-    except OSError as error:
-        raise ScenarioError(source, "", f"cannot read: {error.strerror}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ScenarioError(source, "", f"file too large (more than {MAX_FILE_BYTES // 2**20} MiB)")
+        data = read_capped(path, MAX_FILE_BYTES)
+    except UnreadableFileError as problem:
+        raise ScenarioError(source, "", str(problem)) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ScenarioError(source, "", "not a UTF-8 text file") from None
+    return _load_yaml(text, source)
+
+
+def _load_yaml(text: str, source: str) -> Any:
     try:
         return yaml.load(text, Loader=_StrictLoader)
     except yaml.MarkedYAMLError as error:
@@ -177,11 +179,21 @@ def read_yaml(path: Path, source: str) -> Any:
         raise ScenarioError(source, "", f"invalid YAML: {' '.join(str(error).split())}") from None
 
 
+def parse_override(text: str) -> tuple[str, Any]:
+    """`KEY=VALUE` from the command line (`quotalab run --set`): the value read as YAML by the same strict loader
+    as a file (`0.3`, `1e3`, `true`, `[a, b]`, `interest`; at most MAX_DEPTH levels deep). A problem is a
+    `ScenarioError` naming `--set KEY`, the value never repeated whole."""
+    key, equals, value = text.partition("=")
+    if not equals or not key:
+        raise ScenarioError("--set", checks.show(text), "expected KEY=VALUE, e.g. channel.loss=0.3")
+    return key, _load_yaml(value, f"--set {checks.show(key)}")
+
+
 def _top_level(data: Any, source: str) -> dict[str, Any]:
     if data is None:
         raise ScenarioError(source, "", "the scenario is empty")
     if not isinstance(data, dict):
-        raise ScenarioError(source, "", f"a scenario must be a mapping of keys, got {checks.show(data)}")
+        raise ScenarioError(source, "", f"a scenario must be a mapping of keys, got {checks.kind_of(data)}")
     return data
 
 
@@ -206,24 +218,30 @@ def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
     cleanup = converter.plain_section(CleanupSpec, top.get("cleanup", {}), "cleanup")
     broker_names = sections.by_name(brokers)
     reporting = sections.reporting(top.get("reporting", {}), "reporting", base_dir, tuple(broker_names))
+    mode = settings.get("mode", Scenario.mode)
     context = replace(
         context,
         groups=sections.by_name(groups),
         brokers=broker_names,
         membership=cleanup.membership,
         signed=reporting.signed,
+        mode=mode,
     )
+    membership = sections.membership(top.get("membership", {}), "membership", mode)
+    channel = ChannelSpec(**sections.channel(top.get("channel", {}), "channel", context))
+    transport.check_channel(channel, mode, "channel")
+    context = replace(context, own_redis=transport.own_server(channel, membership))
     _check_ramps(groups, settings.get("interval_s", Scenario.interval_s))
     throttle = producers.throttle(top.get("throttle", {}), "throttle", settings.get("interval_s", Scenario.interval_s))
-    return Scenario(
+    scenario = Scenario(
         **settings,
         groups=groups,
         brokers=brokers,
         policy=sections.policy(top.get("policy", {}), "policy"),
         reporting=reporting,
         cleanup=cleanup,
-        membership=sections.membership(top.get("membership", {}), "membership", settings.get("mode", Scenario.mode)),
-        channel=ChannelSpec(**sections.channel(top.get("channel", {}), "channel", context)),
+        membership=membership,
+        channel=channel,
         events=events.events(top.get("events", []), "events", context, brokers),
         realtime=converter.plain_section(RealtimeSpec, top.get("realtime", {}), "realtime"),
         fallback=_fallback(top.get("fallback", {}), "fallback", reporting.force_every),
@@ -231,6 +249,8 @@ def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
         throttle=throttle,
         clients=producers.clients(top.get("clients", []), "clients", context, throttle.step_ms),
     )
+    pulsar_wire.check(scenario)
+    return scenario
 
 
 def _check_ramps(groups: tuple[GroupSpec, ...], interval_s: float) -> None:

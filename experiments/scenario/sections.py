@@ -14,12 +14,11 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from actors import workload
 from allocator import policies
 from experiments import checks
-from experiments.scenario import converter, keys
+from experiments.scenario import converter, keys, transport
 from experiments.scenario.spec import (
     DIMENSIONS,
     BrokerSpec,
@@ -34,8 +33,9 @@ from experiments.scenario.spec import (
     ReportingSpec,
     WorkloadSpec,
 )
+from experiments.user_files import UnreadableFileError, read_capped
 
-UNLIMITED = "unlimited"  # the spelling of an unlimited quota (stored as -1.0)
+UNLIMITED = "unlimited"  # the spelling of an unlimited quota (stored as math.inf, the one unlimited)
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,8 @@ class Context:
     brokers: Collection[str] = ()
     membership: bool = True  # a registry exists (cleanup.membership): it can have an outage
     signed: bool = False  # reports are signed: a forged report may be signed with a stolen key
+    mode: str = "lockstep"
+    own_redis: bool = False  # the run starts a redis-server of its own (a `redis_outage` may stop it)
 
 
 def by_name(items: Sequence[GroupSpec] | Sequence[BrokerSpec]) -> dict[str, None]:
@@ -73,9 +75,9 @@ def policy(raw: Any, key: str) -> PolicySpec:
 
 
 def rate_or_unlimited(value: Any, key: str) -> float:
-    """A rate per second (a quota) or 'unlimited', stored as -1.0."""
+    """A rate per second (a quota) or 'unlimited', stored as `math.inf`."""
     if value == UNLIMITED:
-        return -1.0
+        return math.inf
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
         raise checks.FieldError(key, f"must be a number >= 0 or '{UNLIMITED}', got {checks.show(value)}")
     if value > workload.MAX_RATE:
@@ -180,30 +182,52 @@ def profile(value: Any, key: str, context: Context) -> Profile:
     return Profile(kind, params)
 
 
+MAX_TRACE_BYTES = 16 * 2**20  # ~1.4 million rounds of `round,msgs_per_s` lines
+
+
 def _read_trace(value: Any, key: str, context: Context) -> dict[str, list]:
-    """A CSV file with columns `round,msgs_per_s`, relative to the scenario's folder, as profile params."""
+    """A CSV file with columns `round,msgs_per_s`, relative to the scenario's folder, as profile params.
+
+    Read as any file a scenario names (`experiments.user_files`): a regular file of at most MAX_TRACE_BYTES. A
+    problem names the file and the line, never what the file holds: the file may be a key named by mistake."""
     name = checks.string(value, key)
     try:
-        text = (context.base_dir / name).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise checks.FieldError(key, f"no such file {name!r} (relative to {context.base_dir})") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise checks.FieldError(key, f"cannot read {name!r}: {error}") from None
+        data = read_capped(context.base_dir / name, MAX_TRACE_BYTES)
+    except UnreadableFileError as problem:
+        where = f" (relative to {context.base_dir})" if str(problem) == "no such file" else ""
+        raise checks.FieldError(key, f"{name!r}: {problem}{where}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise checks.FieldError(key, f"{name!r}: not a UTF-8 text file") from None
     reader = csv.DictReader(io.StringIO(text))
     if not {"round", "msgs_per_s"} <= set(reader.fieldnames or ()):
-        raise checks.FieldError(
-            key, f"{name}: needs the columns round,msgs_per_s, got {','.join(reader.fieldnames or ())}"
-        )
+        raise checks.FieldError(key, f"{name!r}: needs a first line naming the columns round and msgs_per_s")
     rounds, rates = [], []
     for row in reader:
-        try:
-            rounds.append(int(row["round"]))
-            rates.append(float(row["msgs_per_s"]))
-        except (TypeError, ValueError):
-            raise checks.FieldError(
-                key, f"{name} line {reader.line_num}: round must be an integer and msgs_per_s a number"
-            ) from None
+        problem = _trace_row_problem(row, rounds[-1] if rounds else -1)
+        if problem:
+            raise checks.FieldError(key, f"{name!r} line {reader.line_num}: {problem}")
+        rounds.append(int(row["round"]))
+        rates.append(float(row["msgs_per_s"]))
+    if not rounds:
+        raise checks.FieldError(key, f"{name!r}: no rows after the first line")
     return {"rounds": rounds, "rates": rates}
+
+
+def _trace_row_problem(row: dict[str, str | None], previous_round: int) -> str | None:
+    """What is wrong with one row of a trace, in words that do not repeat its values."""
+    try:
+        round_index, rate = int(row["round"] or ""), float(row["msgs_per_s"] or "")
+    except ValueError:
+        return "round must be an integer and msgs_per_s a number"
+    if not 0 <= round_index <= workload.MAX_ROUNDS:
+        return f"round must be in [0, {workload.MAX_ROUNDS}]"
+    if round_index <= previous_round:
+        return "rounds must increase from line to line"
+    if not 0 <= rate <= workload.MAX_RATE:  # nan fails both
+        return f"msgs_per_s must be in [0, {workload.MAX_RATE}]"
+    return None
 
 
 def reporting(raw: Any, key: str, base_dir: Path, brokers: Sequence[str] = ()) -> ReportingSpec:
@@ -243,13 +267,12 @@ MAX_KEY_BYTES = 4096  # an HMAC-SHA256 key longer than its 64-byte block is hash
 
 
 def _key_from_file(name: str, key: str, base_dir: Path) -> bytes:
+    """The key in the file `name` (relative to `base_dir`): a regular file only its owner may read."""
     try:
-        with (base_dir / name).open("rb") as file:
-            secret = file.read(MAX_KEY_BYTES + 1).strip()
-    except FileNotFoundError:
-        raise checks.FieldError(key, f"no such file {name!r} (relative to {base_dir})") from None
-    except OSError as error:
-        raise checks.FieldError(key, f"cannot read {name!r}: {error.strerror}") from None
+        secret = read_capped(base_dir / name, 2 * MAX_KEY_BYTES, secret=True).strip()
+    except UnreadableFileError as problem:
+        where = f" (relative to {base_dir})" if str(problem) == "no such file" else ""
+        raise checks.FieldError(key, f"{name!r}: {problem}{where}") from None
     return _checked_key(secret, key, f"file {name!r}")
 
 
@@ -297,22 +320,12 @@ def _partitions(raw: Any, key: str, context: Context) -> tuple[tuple[str, ...], 
     return tuple(partitions)
 
 
-REDIS_URL_SCHEMES = ("redis://", "rediss://", "unix://")
-
-
 def membership(raw: Any, key: str, mode: str) -> MembershipSpec:
-    """The pool-size consensus store: `memory`, or `redis` with a `url`, which only a realtime run may use
-    (a lockstep run is deterministic: its store is the memory one)."""
+    """The pool-size consensus store: `memory`, or `redis`, which only a realtime run may use (a lockstep run is
+    deterministic: its store is the memory one); without a `url`, the run's Redis (`experiments.scenario.transport`)."""
     spec = converter.plain_section(MembershipSpec, raw, key)
-    if spec.store == "redis":
-        if mode != "realtime":
-            raise checks.FieldError(checks.at(key, "store"), f"redis needs mode: realtime (this run is {mode})")
-        if spec.url is None:
-            raise checks.FieldError(checks.at(key, "url"), "required with store: redis (e.g. redis://127.0.0.1:6379/0)")
-    if spec.url is not None and not spec.url.startswith(REDIS_URL_SCHEMES):
-        raise checks.FieldError(
-            checks.at(key, "url"), f"must start with {', '.join(REDIS_URL_SCHEMES)}, got {checks.show(spec.url)}"
-        )
-    if spec.url is not None and urlsplit(spec.url).password is not None:
-        raise checks.FieldError(checks.at(key, "url"), "must not hold a password: the manifest records the url")
+    if spec.store == "redis" and mode != "realtime":
+        raise checks.FieldError(checks.at(key, "store"), f"redis needs mode: realtime (this run is {mode})")
+    if spec.url is not None:
+        transport.redis_url(spec.url, checks.at(key, "url"))
     return spec

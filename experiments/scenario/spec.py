@@ -7,6 +7,7 @@ plan the runtime runs (`actors.plan`), which never sees these.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -33,6 +34,7 @@ class ReportingSpec:
     report_demand: bool = False
     compress: bool = False
     float32_rates: bool = False  # rates on the wire as float32 (4 bytes, not 8; relative error under 6e-8)
+    wire: str = "quotalab"  # quotalab | pulsar: Pulsar's own ResourceUsageInfo (docs/pulsar.md)
     # The cluster key (reports are signed and checked when there is one) comes from a file (relative to the
     # scenario) or an environment variable, never from the scenario's text. Only its source is written anywhere.
     hmac_key_file: str | None = None
@@ -63,7 +65,7 @@ class MembershipSpec:
     """Where the brokers agree on the pool size (policies that split by it: numaflow-equal)."""
 
     store: str = "memory"  # memory | redis (realtime runs only)
-    url: str | None = None  # redis: redis://HOST:PORT/DB
+    url: str | None = None  # redis: redis://HOST:PORT/DB; none: the run's Redis (channel.redis_url, or its own)
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,10 @@ class ChannelSpec:
     partitions: tuple[tuple[str, ...], ...] = ()
     shards: int = 1
     routing: str = "broadcast"  # broadcast: shards keyed by group id | interest: one inbox topic per broker
+    # simulated: quotalab's own channel | redis: Redis Pub/Sub (realtime; the faults above then apply on receipt)
+    transport: str = "simulated"
+    redis_url: str | None = None  # redis: an existing server (what a Ray cluster needs); none: the run starts one
+    pubsub_buffer_limit: str | None = None  # the run's own server's client-output-buffer-limit pubsub: "64kb 0 0"
 
 
 @dataclass(frozen=True)
@@ -125,7 +131,7 @@ class RampSpec:
 @dataclass(frozen=True)
 class GroupSpec:
     name: str
-    quota: dict[str, float]  # dimension -> rate per second (a ramped one's `max`); a negative value means unlimited
+    quota: dict[str, float]  # dimension -> rate per second (a ramped one's `max`); math.inf: unlimited
     ramp_up: dict[str, RampSpec] = field(default_factory=dict)  # dimension -> its ramp, written as quota.DIM.ramp_up
 
 
@@ -141,12 +147,13 @@ class FallbackSpec:
 @dataclass(frozen=True)
 class EventSpec:
     """One scenario event. kind: join | leave | crash | restart | demand | quota | channel | clock_skew |
-    registry_outage | forge.
+    registry_outage | forge | stall | redis_outage.
 
-    `target` is the broker (join, leave, crash, restart, demand, clock_skew; forge: the broker whose name the
-    forged report carries) or the group (quota), '' for channel and registry_outage; `params` holds the rest as
-    written (demand: group, msgs_per_s; quota: dimension -> rate; channel: ChannelSpec keys; clock_skew:
-    offset_s; registry_outage: rounds; forge: signed, report, key_of: the broker whose stolen key signs it).
+    `target` is the broker (join, leave, crash, restart, demand, clock_skew, stall; forge: the broker whose name
+    the forged report carries) or the group (quota), '' for channel, registry_outage and redis_outage; `params`
+    holds the rest as written (demand: group, msgs_per_s; quota: dimension -> rate; channel: ChannelSpec keys;
+    clock_skew: offset_s; registry_outage and redis_outage: rounds; forge: signed, report, key_of: the broker
+    whose stolen key signs it; stall: seconds, for which the broker's host reads nothing).
     """
 
     at: int
@@ -168,8 +175,8 @@ class ThrottleSpec:
     mode: str = "pause-connection"  # pause-connection | signal
     step_ms: float = 10.0  # the producers' time step within a round
     receipt_wait_ms: float = 100.0  # Pulsar's throttleProducerReceiptWaitTimeMillis
-    broker_msgs_per_s: float = -1.0  # the broker's own publish rate, 'unlimited' (stored as -1.0)
-    persist_bytes_per_s: float = -1.0  # the broker's persistence capacity, 'unlimited': persisted as read
+    broker_msgs_per_s: float = math.inf  # the broker's own publish rate, or 'unlimited'
+    persist_bytes_per_s: float = math.inf  # the broker's persistence capacity, 'unlimited': persisted as read
     max_pending_per_connection: float = 1000.0  # Pulsar's maxPendingPublishRequestsPerConnection, or 'unlimited'
     publish_buffer_mb: float = 2048.0  # Pulsar's maxMessagePublishBufferSizeInMB (MiB), or 'unlimited'
 
@@ -183,7 +190,7 @@ class ProducerSpec:
     msg_bytes: float = 1000.0
     send_timeout_ms: float = 30_000.0  # Pulsar's default sendTimeout
     max_pending: int = 1000  # messages; a send that finds them all pending fails (blockIfQueueFull = false)
-    topic_msgs_per_s: float = -1.0  # the topic's publish rate, 'unlimited' (stored as -1.0)
+    topic_msgs_per_s: float = math.inf  # the topic's publish rate, or 'unlimited'
 
 
 @dataclass(frozen=True)
@@ -231,4 +238,5 @@ class Scenario:
 
 
 def _without_secrets(items: list[tuple[str, Any]]) -> dict[str, Any]:
-    return {name: value for name, value in items if name not in SECRETS}
+    """A dataclass as a dict for JSON: no secret, and an unlimited number written as the scenario's word for it."""
+    return {name: "unlimited" if value == math.inf else value for name, value in items if name not in SECRETS}

@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("sweep", type=Path, metavar="SWEEP.yaml", help="sweep file (see experiments/sweeps/)")
+    parser.add_argument("sweep", metavar="SWEEP", help="a sweep file, or a shipped sweep by name (quotalab scenarios)")
     parser.add_argument("--out", type=Path, metavar="DIR", help="output directory (default: runs/sweeps/<name>)")
     parser.add_argument(
         "--address",
@@ -55,11 +55,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check, run, rank; print the best configuration and where the outputs are."""
+    from experiments.catalog import sweep_file
     from experiments.sweep import default_out, run_sweep
     from experiments.sweep.expand import plan_sweep
     from experiments.sweep.spec import load_sweep
 
-    plan = plan_sweep(load_sweep(args.sweep))
+    plan = plan_sweep(load_sweep(sweep_file(args.sweep)))
     out = args.out or default_out(plan.sweep.name)
     print(describe_plan(plan, out))
     outcome = run_sweep(plan, out, address=args.address, max_parallel=args.max_parallel, master=args.master)

@@ -1,6 +1,6 @@
 """The adversaries scenario end to end (local backend): forged reports, signed with a stolen key or not, change no
-limit, and under fair-share-safe (by default, and with `count_others_up_to_share`) the 10x liar holds its max-min
-fair share and nobody is starved."""
+limit, and under fair-share-safe the 10x liar holds its max-min fair share within three allocations and nobody is
+starved."""
 
 from __future__ import annotations
 
@@ -10,15 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from allocator.policies import bind
 from allocator.wire.signing import write_key_directory
 from experiments.adversaries import SCENARIO, variant_data
 from experiments.run import run_scenario
 from experiments.scenario import parse_scenario, read_scenario
 
 ROUNDS = 45  # the three forgeries are at 20, 30 and 40
-# the liar lies from round 0; by default it counts at its share once in excess for this many allocations
-SETTLED_FROM = bind("fair-share-safe").settings.excess_after_rounds + 1
+SETTLED_FROM = 3  # the liar lies from round 0 and is held to its share from the third allocation on
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +24,7 @@ def key_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("keys")
     write_key_directory(folder, ["broker-1", "broker-2", "broker-3", "broker-4"])
     (folder / "cluster.key").write_text("a-cluster-key-the-forger-stole\n")
+    (folder / "cluster.key").chmod(0o600)  # a key others may read is refused
     return folder
 
 
@@ -45,9 +44,8 @@ def test_forged_reports_change_no_limit(tmp_path, key_dir, forged, unforged):
     assert (with_forgeries["view_brokers"] == without["view_brokers"]).all()  # nobody was removed from a view
 
 
-@pytest.mark.parametrize("policy", ["fair-share-safe", "fair-share-safe:count_others_up_to_share"])
-def test_the_liar_holds_its_fair_share_under_fair_share_safe(tmp_path, key_dir, policy):
-    rounds = run(tmp_path, key_dir, "liar", policy)
+def test_the_liar_holds_its_fair_share_under_fair_share_safe(tmp_path, key_dir):
+    rounds = run(tmp_path, key_dir, "liar")
     settled = rounds[rounds["round"] >= SETTLED_FROM]
     orders = settled[settled["group"] == "tenant-a/orders"]  # four brokers want 40 of 100: 25 each
     assert np.allclose(orders["limit"], 25.0)

@@ -27,6 +27,7 @@ PLAUSIBLE = {"FORGED_INCARNATION": 0, "FORGED_SEQ": 8, "FORGED_AHEAD_MS": 0}  # 
 
 def run_with_a_forgery(tmp_path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     (tmp_path / "cluster.key").write_text("a-cluster-key-the-forger-stole\n")
+    (tmp_path / "cluster.key").chmod(0o600)  # a key others may read is refused
     data = {
         "name": "realtime-forgery",
         "seed": 3,

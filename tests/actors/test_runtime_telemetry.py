@@ -26,7 +26,7 @@ ROUNDS_COLUMNS = [
 ]  # fmt: skip
 MESSAGES_COLUMNS = [
     "bytes_published", "bytes_delivered", "reports_sent", "reports_suppressed", "deliveries_dropped",
-    "reports_rejected",
+    "reports_rejected", "deliveries_lost_transport",
 ]  # fmt: skip
 MANIFEST_KEYS = {
     "run_id", "scenario_name", "policy", "seed", "backend", "mode", "scenario", "versions", "started_at",
@@ -169,7 +169,7 @@ def stop_at(monkeypatch, round_index: int, error: BaseException, seen: dict) -> 
     is on disk at that moment (what a kill -9 would leave)."""
     real = run_module.run_lockstep
 
-    def driver(scenario, backend, writer, on_round=None):
+    def driver(scenario, backend, writer, on_round=None, **driver_args):
         def hook(r: int) -> None:
             if on_round is not None:
                 on_round(r)
@@ -178,7 +178,7 @@ def stop_at(monkeypatch, round_index: int, error: BaseException, seen: dict) -> 
                 seen["rounds"] = table(writer.run_dir, "rounds")
                 raise error
 
-        real(scenario, backend, writer, on_round=hook)
+        real(scenario, backend, writer, on_round=hook, **driver_args)
 
     monkeypatch.setattr(run_module, "run_lockstep", driver)
 

@@ -3,7 +3,7 @@ bit for bit.
 
 The plain formulations are the group-major ones the policies used before: `np.sort` / `np.argsort` along brokers
 over all groups at once. Random views: G from 0 (also non-multiples of the chunk size), B from 1 to 9 (the
-sorting network up to 8, np.sort beyond), random present masks, unlimited quotas, ties.
+sorting network up to 8, np.sort beyond), random present masks, unlimited (infinite) quotas, ties.
 """
 
 from __future__ import annotations
@@ -31,9 +31,8 @@ def plain_max_min_fair(capacity: np.ndarray, wants: np.ndarray, present: np.ndar
     ascending = np.sort(wants, axis=1)
     handed_below = np.zeros_like(ascending)  # the sum of the wants below, never taking a huge want back out
     handed_below[:, 1:] = np.cumsum(ascending, axis=1)[:, :-1]
-    finite_capacity = np.where(capacity < 0, np.inf, capacity)
     with np.errstate(invalid="ignore"):
-        candidate_level = (finite_capacity[:, None] - handed_below) / (n_brokers - np.arange(n_brokers))
+        candidate_level = (capacity[:, None] - handed_below) / (n_brokers - np.arange(n_brokers))
     saturated = ascending >= candidate_level
     level = np.where(saturated.any(axis=1), candidate_level[np.arange(n_groups), np.argmax(saturated, axis=1)], np.inf)
     return np.minimum(wants, np.clip(level, 0.0, None)[:, None])
@@ -58,9 +57,9 @@ rate = st.one_of(st.sampled_from([0.0, 1.0, 10.0]), st.floats(0.0, 1e6))  # ties
 def views(draw):
     n_groups, n_brokers = draw(st.integers(0, 23)), draw(st.integers(1, 9))
     shape = (n_groups, n_brokers)
-    quota = draw(hnp.arrays(np.float64, n_groups, elements=st.one_of(st.floats(0.0, 1e6), st.just(-1.0))))
+    quota = draw(hnp.arrays(np.float64, n_groups, elements=st.one_of(st.floats(0.0, 1e6), st.just(np.inf))))
     usage = draw(hnp.arrays(np.float64, shape, elements=rate))
-    limit = draw(hnp.arrays(np.float64, shape, elements=st.one_of(rate, st.just(-1.0))))
+    limit = draw(hnp.arrays(np.float64, shape, elements=st.one_of(rate, st.just(np.inf))))
     demand = draw(st.one_of(st.none(), hnp.arrays(np.float64, shape, elements=rate)))
     return quota, usage, limit, demand, draw(hnp.arrays(np.bool_, shape))
 
@@ -121,9 +120,9 @@ def plain_step(name: str, quota, usage, limit, demand, present, params: dict) ->
     """`pip82-proportional`, `pip82-steal`, `fair-share` and `doorman-fair` written out group-major, one formula
     per line in the order of the documented arithmetic (and `finish` after them): what the scratch-array,
     broker-major, chunked code must give bit for bit."""
-    knobs = POLICIES[name].settings(params)
+    knobs = POLICIES[name].bind(params).settings
     n_brokers = usage.shape[1]
-    unlimited = (quota < 0) | (quota == np.inf)
+    unlimited = quota == np.inf
     quota = np.where(unlimited, 0.0, quota)
     usage = np.where(present, usage, 0.0)
     limited = present & (limit >= 0) & (limit < np.inf)
@@ -133,7 +132,7 @@ def plain_step(name: str, quota, usage, limit, demand, present, params: dict) ->
         total += usage[:, b]
     n_present = present.sum(axis=1).astype(np.float64)
     equal_share = quota / np.maximum(n_present, 1.0)
-    throttled = limited & (usage >= own * (1.0 - knobs.throttle_tolerance))
+    throttled = limited & (usage >= own * (1.0 - getattr(knobs, "throttle_tolerance", 0.05)))
     if name.startswith("pip82"):
         used = total > 0
         share = usage / np.where(used, total, 1.0)[:, None] * quota[:, None] + np.where(used, 0.0, equal_share)[:, None]
@@ -158,7 +157,7 @@ def plain_step(name: str, quota, usage, limit, demand, present, params: dict) ->
         share = np.where(limited, np.maximum(share, own - largest_change), share)
     share = np.maximum(share, knobs.min_share * equal_share[:, None])
     share = np.minimum(np.maximum(share, 0.0), quota[:, None])
-    return np.where(present, np.where(unlimited[:, None], -1.0, share), 0.0)
+    return np.where(present, np.where(unlimited[:, None], np.inf, share), 0.0)
 
 
 KNOBS = st.sampled_from(

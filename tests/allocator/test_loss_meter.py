@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_broker_node import MSGS, T0, node
 
-from allocator.node.loss_meter import LossMeter, copies_needed
+from allocator.node.loss_meter import LossMeter
+from allocator.node.usage_table import SEQ_SLACK
+from allocator.policies.fair_share_safe.reporting import copies_needed
+from allocator.wire.codec import encode_report
+from allocator.wire.usage_report import UsageReport
 
 
 def rounds(meter: LossMeter, *received: list[tuple[str, int, int]]) -> float:
@@ -80,3 +86,45 @@ def test_the_copies_needed_are_the_fewest_that_reach_the_odds(loss, odds, most):
         assert loss**copies <= odds * (1 + 1e-9)
     if copies > 1:
         assert loss ** (copies - 1) > odds * (1 - 1e-9)
+
+
+# -- what one report, accepted or not, can do to a broker's measure -----------------------------------------
+
+
+def honest_round(receiver, sender, seq: int, now_s: float) -> None:
+    """`receiver` hears report `seq` of `sender` (incarnation 0) for group 1, sent at `now_s`."""
+    report = UsageReport(sender, 0, seq, int(now_s * 1000), 1000, ("publish_msgs_per_s",), np.array([1]),
+                         np.array([[10.0]]), np.array([[10.0]]))  # fmt: skip
+    receiver.receive([encode_report(report)], now_s)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    forged_incarnation=st.one_of(st.just(0), st.integers(0, 2**62)),
+    forged_seq=st.one_of(st.integers(0, 40), st.just(2**63 - 1)),
+    at_round=st.integers(1, 10),
+)
+def test_no_single_report_stalls_the_measure(forged_incarnation, forged_seq, at_round):
+    """A sender's honest reports 1, 2, 3... with one report in its name slipped in (any incarnation, any
+    sequence number, the current time): the loss the receiver measures moves at most by what the usage table
+    lets a report claim (SEQ_SLACK missed reports and the rounds elapsed), and once the sender's honest
+    numbers pass the forged one, the measure is the honest one again, not stuck (issue 22: a seq of 2**63 - 1
+    left the loss at 1.0 for good)."""
+
+    def run(forge: bool) -> list[float]:
+        receiver = node("a", [100.0], policy="fair-share-safe")
+        losses = []
+        for round_index in range(1, 40):
+            now_s = T0 + round_index
+            if forge and round_index == at_round:
+                forged = UsageReport("b", forged_incarnation, forged_seq, int(now_s * 1000), 1000, MSGS,
+                                     np.array([1]), np.array([[0.0]]), np.array([[0.0]]))  # fmt: skip
+                receiver.receive([encode_report(forged)], now_s)
+            honest_round(receiver, "b", round_index, now_s)
+            losses.append(receiver.loss_meter.loss)
+        return losses
+
+    honest, forged = run(False), run(True)
+    assert honest[-1] == 0.0
+    assert forged[-1] <= 0.05, forged  # the honest reports count again, and the old gap has faded
+    assert max(forged) <= (SEQ_SLACK + at_round + 1) / (SEQ_SLACK + at_round + 2)

@@ -34,6 +34,18 @@ def test_a_broker_splits_by_the_agreed_pool_size_not_by_its_view():
     assert broker.allocate()[0, 0] == 45.0
 
 
+def test_a_group_is_split_by_the_brokers_that_serve_it_not_by_the_whole_pool():
+    """The agreed pool holds 4 brokers, the registry lists 2 others serving group 1: a third each, the whole quota
+    handed out (dividing by the pool gave 75% of it)."""
+    broker = node("a", 90.0)
+    broker.set_pool_size(4)
+    broker.update_roster(np.array([1, 1]), np.array([0, 1]), np.array([True, True]), ["b", "c", "d"])
+    broker.admit(np.array([100.0]), np.array([100.0]), T0)
+    assert broker.allocate()[0, 0] == 30.0
+    broker.update_roster(np.array([1]), np.array([1]), np.array([False]), ["b", "c", "d"])
+    assert broker.allocate()[0, 0] == 45.0
+
+
 def test_a_newcomer_waiting_for_agreement_holds_its_floor_from_its_first_round():
     broker = node("a", 90.0)
     broker.set_pool_size(None)

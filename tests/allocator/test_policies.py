@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from numpy.testing import assert_allclose
 
-from allocator.policies import POLICIES, Settings, check_params, initial_limit, pulsar_local_quota, step
+from allocator.policies import POLICIES, check_params, pulsar_local_quota, step
+from allocator.policies.hooks import PeerView
+from allocator.policies.settings import StealSettings
 from allocator.policies.waterfill import max_min_fair
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")  # the arithmetic is quiet on any input
@@ -23,15 +25,15 @@ def assert_invariants(name: str, quota, new_limit, present=None, params=None) ->
     """Shape and markers for every policy; the sum within the quota for the conservative ones."""
     quota = np.asarray(quota, dtype=np.float64)
     present = np.ones(new_limit.shape, dtype=bool) if present is None else np.asarray(present, dtype=bool)
-    unlimited = (quota < 0)[:, None] & present
+    unlimited = (quota == np.inf)[:, None] & present
     assert new_limit.shape == present.shape and new_limit.dtype == np.float64
     assert (new_limit[~present] == 0).all(), "absent entries get 0"
-    assert (new_limit[unlimited] == -1).all(), "unlimited groups get -1"
+    assert (new_limit[unlimited] == np.inf).all(), "unlimited groups get np.inf"
     limited = new_limit[~unlimited]
     assert np.isfinite(limited).all() and (limited >= 0).all()
     if name in CONSERVATIVE and not params:
         total = np.where(unlimited, 0.0, new_limit).sum(axis=1)
-        assert (total <= np.maximum(quota, 0) * (1 + 1e-12) + 1e-9).all(), (total, quota)
+        assert (total <= quota * (1 + 1e-12) + 1e-9).all(), (total, quota)
 
 
 @dataclass(frozen=True)
@@ -109,8 +111,8 @@ CASES = [
     Case("max_step bounds the change", "pip82-equal", [100], [[10, 50, 30]], [[15, 55, 35]],
          params={"max_step": 0.05}),
     Case("knobs ignore an unlimited previous limit", "pip82-equal", [100], [[10, 50, 30]], [[20, 60, 40]],
-         limit=[[-1, np.inf, -1]], params={"smoothing": 0.5, "max_step": 0.05}),
-    Case("unlimited quota", "fair-share", [-1, 100], [[5, 7], [10, 50]], [[-1, 0], [11, 0]],
+         limit=[[np.inf, np.inf, np.inf]], params={"smoothing": 0.5, "max_step": 0.05}),
+    Case("unlimited quota", "fair-share", [np.inf, 100], [[5, 7], [10, 50]], [[np.inf, 0], [11, 0]],
          present=[[True, False], [True, False]]),
 ]
 # fmt: on
@@ -126,18 +128,18 @@ def test_worked_examples(case: Case) -> None:
 
 @pytest.mark.parametrize("name", POLICIES)
 def test_unlimited_quota_and_absent_brokers_for_every_policy(name: str) -> None:
-    quota = [-1.0, np.inf, 100.0]
+    quota = [np.inf, np.inf, 100.0]
     usage = [[5, 7, 1], [10, 0, 3], [30, 20, 10]]
     present = [[True, False, True], [True, True, False], [False, True, True]]
     new_limit = step(name, quota, usage, usage, None, present)
-    assert_allclose(new_limit[:2], [[-1, 0, -1], [-1, -1, 0]])
+    assert_allclose(new_limit[:2], [[np.inf, 0, np.inf], [np.inf, np.inf, 0]])
     assert new_limit[2, 0] == 0 and (new_limit[2, 1:] > 0).all()
 
 
 def test_policies_are_callable_with_bound_settings() -> None:
     policy = POLICIES["pip82-steal"]
-    settings_ = policy.settings({"steal_fraction": 0.25})
-    assert settings_ == Settings(steal_fraction=0.25)
+    settings_ = policy.bind({"steal_fraction": 0.25}).settings
+    assert settings_ == StealSettings(steal_fraction=0.25)
     assert_allclose(policy([100.0], [[80, 20]], [[80, 20]], None, None, settings_), [[80, 35]])
     assert set(POLICIES) == {
         "pulsar",
@@ -187,7 +189,6 @@ def test_unknown_policy_names_it_and_lists_the_known_ones() -> None:
     for call in (
         lambda: check_params("pip-82", {}),
         lambda: step("pip-82", [1.0], [[0.0]], [[0.0]]),
-        lambda: initial_limit("pip-82", [1.0], [1]),
     ):
         with pytest.raises(ValueError, match="unknown policy 'pip-82'.*fair-share"):
             call()
@@ -232,8 +233,9 @@ def test_good_parameters_pass() -> None:
         ([100.0], [[1.0, np.nan]], [[1.0, 2.0]], None, None, "usage: must be finite and non-negative"),
         ([100.0], [[1.0, np.inf]], [[1.0, 2.0]], None, None, "usage: must be finite and non-negative"),
         ([100.0], [[1.0, 2.0]], [[1.0, 2.0]], [[np.nan, 1.0]], None, "demand: must be finite"),
-        ([100.0], [[1.0, 2.0]], [[1.0, np.nan]], None, None, "limit: NaN"),
-        ([np.nan], [[1.0, 2.0]], [[1.0, 2.0]], None, None, "quota: must not be NaN"),
+        ([100.0], [[1.0, 2.0]], [[1.0, np.nan]], None, None, "limit: must be >= 0"),
+        ([np.nan], [[1.0, 2.0]], [[1.0, 2.0]], None, None, "quota: must be >= 0, or np.inf for unlimited"),
+        ([-1.0], [[1.0, 2.0]], [[1.0, 2.0]], None, None, "quota: must be >= 0, or np.inf for unlimited"),
     ],
 )
 def test_bad_arrays_are_named(quota, usage, limit, demand, present, message: str) -> None:
@@ -248,11 +250,20 @@ def test_absent_entries_may_hold_anything() -> None:
     assert_allclose(new_limit, [[20.0, 0.0]])
 
 
-def test_initial_limit() -> None:
-    quota, brokers = [100.0, -1.0, 90.0, np.inf], [4, 4, 0, 2]
-    assert_allclose(initial_limit("pulsar", quota, brokers), [100, -1, 90, -1])
-    for name in set(POLICIES) - {"pulsar"}:
-        assert_allclose(initial_limit(name, quota, brokers), [25, -1, 90, -1])
+def start_limits(name: str, pool: list[float], others: list[int]) -> np.ndarray:
+    """[G] the start limit of policy `name`'s hooks for one dimension, with `others[g]` peers heard in group g."""
+    present = np.arange(6)[None, :] <= np.array(others)[:, None]  # slot 0 is the broker itself
+    n_groups = len(pool)
+    view = PeerView(np.ones((*present.shape, 1)), None, present, np.zeros_like(present), np.zeros_like(present), False)
+    hooks = POLICIES[name].hooks(POLICIES[name].default, n_groups, 1, 5, False)
+    return hooks.start_limit(np.array(pool)[:, None], view)[:, 0]
+
+
+def test_where_a_reference_policy_starts() -> None:
+    pool, others = [100.0, np.inf, 90.0, np.inf], [3, 3, 0, 1]
+    assert_allclose(start_limits("pulsar", pool, others), [100, np.inf, 90, np.inf])
+    for name in set(POLICIES) - {"pulsar", "fair-share-safe"}:
+        assert_allclose(start_limits(name, pool, others), [25, np.inf, 90, np.inf])
 
 
 # -- properties ---------------------------------------------------------------------------------------------
@@ -264,7 +275,7 @@ rate = st.floats(0.0, 1e6, allow_nan=False, allow_infinity=False)
 def views(draw, quota_floor: float = 0.0):
     """A random view: G groups, B brokers, some absent, some unlimited, demand or not."""
     shape = (draw(st.integers(1, 4)), draw(st.integers(1, 5)))
-    quota = draw(hnp.arrays(np.float64, shape[0], elements=st.one_of(st.floats(quota_floor, 1e6), st.just(-1.0))))
+    quota = draw(hnp.arrays(np.float64, shape[0], elements=st.one_of(st.floats(quota_floor, 1e6), st.just(np.inf))))
     matrix = hnp.arrays(np.float64, shape, elements=rate)
     usage, limit, demand = draw(matrix), draw(matrix), draw(st.one_of(st.none(), matrix))
     return quota, usage, limit, demand, draw(hnp.arrays(np.bool_, shape))
@@ -288,8 +299,9 @@ def test_a_broker_never_reads_another_brokers_limit(view, name: str, broker: int
     broker %= usage.shape[1]
     changed = data.draw(hnp.arrays(np.float64, limit.shape, elements=rate))
     changed[:, broker] = limit[:, broker]
-    first = step(name, quota, usage, limit, demand, present, min_share=0.1, smoothing=0.3, max_step=0.2)
-    second = step(name, quota, usage, changed, demand, present, min_share=0.1, smoothing=0.3, max_step=0.2)
+    knobs = {} if name == "fair-share-safe" else {"min_share": 0.1, "smoothing": 0.3, "max_step": 0.2}
+    first = step(name, quota, usage, limit, demand, present, **knobs)
+    second = step(name, quota, usage, changed, demand, present, **knobs)
     assert_allclose(first[:, broker], second[:, broker], rtol=0, atol=0)
 
 
@@ -300,13 +312,16 @@ def test_a_broker_never_reads_another_brokers_limit(view, name: str, broker: int
     present=st.lists(st.booleans(), min_size=5, max_size=5),
 )
 def test_pulsar_policy_is_compute_local_quota_per_broker(quota: int, usage: list[int], present) -> None:
+    """Pulsar's "not configured" (a negative quota, -1 out) is `np.inf` in and out of the vectorised contract."""
     present = np.array(present[: len(usage)])
-    new_limit = step("pulsar", [float(quota)], [usage], [usage], None, [present])[0]
+    new_limit = step("pulsar", [float(quota) if quota >= 0 else np.inf], [usage], [usage], None, [present])[0]
     seen = [u for u, here in zip(usage, present, strict=True) if here]
     for column, (my, here) in enumerate(zip(usage, present, strict=True)):
         expected = pulsar_local_quota(quota, my, seen) if here else 0
         if quota >= 0:  # the shared `finish` caps every limit at the quota (Pulsar's floor of 1 on a quota of 0)
             expected = min(expected, quota)
+        elif here:
+            expected = np.inf
         assert new_limit[column] == expected
 
 
@@ -317,8 +332,7 @@ def test_rounds_converge_within_the_quota(view, name: str) -> None:
     and the admitted traffic approaches what the quota allows."""
     quota, _, _, demand, present = view
     demand = view[1] if demand is None else demand
-    quota = np.abs(quota)
-    limit = np.where(present, initial_limit(name, quota, present.sum(axis=1))[:, None], 0.0)
+    limit = np.where(present, (quota / np.maximum(present.sum(axis=1), 1))[:, None], 0.0)  # an equal share
     for _ in range(200):
         usage = np.minimum(demand, limit)
         limit = step(name, quota, usage, limit, None, present)

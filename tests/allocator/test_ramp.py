@@ -38,7 +38,7 @@ def test_interface_example_from_the_issue():
     ramp = seed_ramp("go-back-n")
     assert ramp.next_pool(epoch=1, used=None) == 10.0
     assert ramp.next_pool(epoch=2, used=10) == 20.0
-    assert ramp.next_pool(epoch=5, used=20) == 10.0  # 2 idle epochs: 20 - 2 slopes, floored at min
+    assert ramp.next_pool(epoch=5, used=20) == 10.0  # full use: + 1 slope; 2 idle epochs: - 2 slopes
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -68,13 +68,19 @@ TABLE = [
     ("go-back-n", 100, [(1, None), (2, 10), (3, 20), (4, 25), (5, 20), (6, 30), (7, 40)], [10, 20, 30, 20, 30, 40, 50]),
     # repeated under-use walks it down to min and no further.
     ("go-back-n", 100, [(1, None), (2, 10), (3, 20), (4, 0), (5, 0), (6, 0), (7, 0)], [10, 20, 30, 20, 10, 10, 10]),
-    # the seed's gap chart: full use up to epoch 8 (80), epochs 9-10 idle: back 2 slopes; a long gap: back to min.
+    # the seed's gap chart: calls up to t=17 at 70, all used; none at t=18 and 19; at t=20 the step the full use
+    # earned (+1 slope), then one slope off per idle epoch (-2): 60; then up one slope an epoch while fully used.
     (
         "go-back-n",
         100,
-        [(1, None)] + [(e, 10 * (e - 1)) for e in range(2, 9)] + [(11, 80), (12, 60), (40, 70), (41, 10)],
-        [10, 20, 30, 40, 50, 60, 70, 80, 60, 70, 10, 20],
+        [(11, None)]
+        + [(e, 10 * (e - 11)) for e in range(12, 18)]
+        + [(20, 70)]
+        + [(e, 10 * (e - 14)) for e in range(21, 26)],
+        [10, 20, 30, 40, 50, 60, 70, 60, 70, 80, 90, 100, 110],
     ),
+    # ... under-used before a gap: -1, then -2; a long gap: back to min.
+    ("go-back-n", 100, [(1, None), (2, 10), (3, 20), (6, 10), (40, 10), (41, 10)], [10, 20, 30, 10, 10, 20]),
     # at 50%, at max: full use holds it, 54 of 110 takes one slope off, 50 of 100 puts it back, a gap of 3 takes 3.
     (
         "go-back-n",
@@ -299,11 +305,11 @@ def test_only_if_used_never_decreases(ramp, first_epoch, steps):
 
 @NO_DEADLINE
 @given(ramps(modes=("go-back-n",)), first_epochs, calls)
-def test_go_back_n_after_a_gap_of_n_is_at_most_n_slopes_below(ramp, first_epoch, steps):
+def test_go_back_n_after_a_gap_of_n_is_at_most_n_minus_one_slopes_below(ramp, first_epoch, steps):
     trace = run(ramp, first_epoch, steps)
     for (_, _, before), (_, idle_epochs, after) in zip(trace, trace[1:], strict=False):
         if idle_epochs:
-            bound = max(before - idle_epochs * ramp.slope_tokens, ramp.min_tokens)
+            bound = max(before - (idle_epochs - 1) * ramp.slope_tokens, ramp.min_tokens)
             assert after <= bound or close_to(after, bound, ramp)
 
 

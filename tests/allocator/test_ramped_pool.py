@@ -53,7 +53,8 @@ SATURATED = {
     "scheduled": [20, 30, 40, 50, 60, 70, 80, 90, 100, 100, 100, 100, 100, 100],  # by the clock, gap or not
     "relaxed": [20, 30, 40, 50, 50, 50, 50, 60, 70, 80, 90, 100, 100, 100],  # the gap pauses it
     "only-if-used": [20, 30, 40, 50, 50, 50, 50, 60, 70, 80, 90, 100, 100, 100],
-    "go-back-n": [20, 30, 40, 50, 30, 20, 10, 20, 30, 40, 50, 60, 70, 80],  # 3 idle epochs: 3 slopes off
+    # the slope the last full epoch earned, then one off per idle epoch: 3 idle epochs, 2 slopes below 50
+    "go-back-n": [20, 30, 40, 50, 40, 30, 20, 30, 40, 50, 60, 70, 80, 90],
 }
 
 

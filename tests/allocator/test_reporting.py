@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from allocator.node.reporting import ReportSuppressor, Selection
+from allocator.policies.reporting import ReportSuppressor, Selection
 
 
 def rows(*values: float) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""The quality benchmark's suite: every scenario parses (no run), the grid is complete, the losses are right."""
+"""The quality benchmark's suite: every scenario parses (no run), the grid is complete, the losses are right, and
+a cell gives the mean and the worst."""
 
 from __future__ import annotations
 
@@ -10,22 +11,26 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the benchmarks import `common`
 
 import bench_quality  # noqa: E402
+import quality_suite  # noqa: E402
 
 from allocator.policies import POLICIES  # noqa: E402
 from experiments.scenario import parse_scenario  # noqa: E402
 
 
 def test_every_case_of_the_suite_parses_with_a_distinct_run_id():
-    cases = bench_quality.suite()
-    assert len(cases) == 11 * 4 * len(POLICIES) * 2
+    cases = quality_suite.suite()
+    lockstep = len(quality_suite.DISTURBANCES) * 4 * len(POLICIES) * 5
+    realtime = len(quality_suite.REALTIME_DISTURBANCES) * 4 * len(quality_suite.REALTIME_POLICIES) * 5
+    assert len(cases) == lockstep + realtime
     assert len({case.run_id for case in cases}) == len(cases)
     for case in cases:
-        scenario = parse_scenario(bench_quality.scenario_data(case), source=case.run_id)
+        scenario = parse_scenario(quality_suite.scenario_data(case), source=case.run_id)
         assert (scenario.backend, scenario.rounds, scenario.policy.name) == ("local", 50, case.policy)
+        assert scenario.mode == case.mode
 
 
 def scenario_of(disturbance: str, loss: str = "0%"):
-    return parse_scenario(bench_quality.scenario_data(bench_quality.Case(disturbance, loss, "fair-share", 1)))
+    return parse_scenario(quality_suite.scenario_data(quality_suite.Case(disturbance, loss, "fair-share", 1)))
 
 
 def test_the_disturbances_are_what_they_say():
@@ -44,6 +49,10 @@ def test_the_disturbances_are_what_they_say():
     many = scenario_of("many-groups")
     assert (len(many.groups), len(many.brokers)) == (40, 5)
     assert sum(len(broker.workload) for broker in many.brokers) == 40 * 3
+    five = scenario_of("five-groups")
+    assert (len(five.groups), len(five.brokers)) == (5, 5)
+    assert {event.kind for event in five.events} == {"demand", "crash", "restart", "quota"}
+    assert [event.at for event in scenario_of("registry-outage").events] == [20]
 
 
 def test_the_bursty_loss_averages_30_percent():
@@ -54,35 +63,48 @@ def test_the_bursty_loss_averages_30_percent():
     assert scenario_of("cold-start", "30%").channel.burst is None
 
 
-def test_a_cell_is_marked_when_it_meets_the_goal_of_its_loss():
-    assert bench_quality.cell("peak_overshoot", 0.08, "0%") == "8.0%"
-    assert bench_quality.cell("peak_overshoot", 0.08, "30%") == "8.0% ✓"
-    assert bench_quality.cell("starved", 0.0, "10%") == "0.0% ✓"
-    assert bench_quality.cell("never_converged", 0.0, "0%") == "0%"  # no goal: never marked
-    assert bench_quality.cell("jain", None, "0%") == "—"
-    assert bench_quality.cell("utilization", 1.145, "30%") == "1.145"  # over the quota: no mark
-    assert bench_quality.cell("utilization", 0.99, "30%") == "0.990 ✓"
+def values(metric: str, mean: float | None, worst: float | None) -> dict[str, float | None]:
+    return {metric: mean, f"{metric}_worst": worst}
 
 
-def test_runs_are_pooled_into_one_cell():
-    def run(peak, per_100, waits, jain, fair_share, starved):
-        return {
-            "peak_overshoot": peak,
-            "rounds_over_quota_per_100_rounds": per_100,
-            "waits": waits,
-            "jain": jain,
-            "utilization": 1.0,
-            "fair_share_broker_rounds": fair_share,
-            "starved_broker_rounds": starved,
-        }
+def test_a_cell_shows_mean_and_worst_and_is_marked_on_the_statistic_its_goal_judges():
+    assert bench_quality.cell("peak_overshoot", values("peak_overshoot", 0.01, 0.08), "0%") == "1.0% / 8.0%"
+    assert bench_quality.cell("peak_overshoot", values("peak_overshoot", 0.01, 0.08), "30%") == "1.0% / 8.0% ✓"
+    assert bench_quality.cell("starved", values("starved", 0.0, 0.0), "10%") == "0.0% / 0.0% ✓"
+    assert bench_quality.cell("jain", values("jain", None, None), "0%") == "— / —"
+    assert bench_quality.cell("utilization", values("utilization", 1.145, 1.0), "30%") == "1.145 / 1.000"
+    assert bench_quality.cell("utilization", values("utilization", 0.99, 0.9), "30%") == "0.990 / 0.900 ✓"
 
-    cell = bench_quality.pooled([run(0.2, 4.0, [0, 3, None], 0.9, 30, 3), run(0.1, 0.0, [2], None, 10, 1)])
+
+def group(peak, over, waits, jain, utilization, fair_share, starved):
+    return {
+        "peak_overshoot": peak,
+        "rounds_over_quota": over,
+        "events": [{"rounds_to_converge": wait} for wait in waits],
+        "jain": jain,
+        "utilization": utilization,
+        "fair_share_broker_rounds": fair_share,
+        "starved_broker_rounds": starved,
+        "starved": starved / fair_share if fair_share else None,
+    }
+
+
+def test_runs_are_pooled_into_the_mean_and_the_worst():
+    first = {"groups": [group(0.2, 0.04, [0, 3, None], 0.9, 1.0, 30, 3), group(0.0, 0.0, [1], 1.0, 0.8, 10, 0)]}
+    second = {"groups": [group(0.1, 0.0, [2], None, 1.0, 10, 1)]}
+    cell = bench_quality.pooled([first, second])
     assert cell == {
-        "peak_overshoot": pytest.approx(0.15),  # the mean of the runs' peaks
-        "rounds_over_quota_per_100_rounds": 2.0,
-        "mean_rounds_to_converge": pytest.approx(5 / 3),  # 0, 3, 2; the one never converged apart
-        "never_converged": 0.25,
-        "jain": 0.9,  # an undefined Jain is left out
-        "utilization": 1.0,
-        "starved": 0.1,  # 4 of 40 broker-rounds
+        "peak_overshoot": pytest.approx(0.15),  # the mean of the runs' worst groups
+        "peak_overshoot_worst": 0.2,
+        "over_quota_per_100": pytest.approx(1.0),  # run means 2 and 0
+        "over_quota_per_100_worst": pytest.approx(4.0),  # the worst group of any run
+        "rounds_to_converge": pytest.approx(1.5),  # 0, 3, 1, 2; the one never converged apart
+        "rounds_to_converge_worst": 3,
+        "never_converged": 0.2,
+        "jain": pytest.approx(0.95),  # an undefined Jain is left out
+        "jain_worst": 0.9,
+        "utilization": pytest.approx(0.95),
+        "utilization_worst": 0.8,
+        "starved": 0.08,  # 4 of 50 broker-rounds
+        "starved_worst": 0.1,
     }

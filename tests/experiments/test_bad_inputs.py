@@ -6,14 +6,24 @@ in-process; then the report (a missing or damaged run, refused before Spark star
 
 from __future__ import annotations
 
+import json
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the benchmarks import `common`
+
+import bench_trust  # noqa: E402
+
+from actors.telemetry import SCHEMAS  # noqa: E402
 from experiments.cli import main
+from experiments.report.load import read_manifests
 from experiments.run import run_scenario
 from experiments.scenario import parse_scenario
 
@@ -75,11 +85,14 @@ class Bad:
     text: str | bytes
     key: str  # what the message names after the file: a dotted key, "line N, column M", or "" (the whole file)
     problem: str  # a fragment of the problem
-    files: dict[str, str] = field(default_factory=dict)  # written next to the scenario
+    files: dict[str, str | bytes] = field(default_factory=dict)  # written next to the scenario, mode 0600
     env: dict[str, str] = field(default_factory=dict)
+    modes: dict[str, int] = field(default_factory=dict)  # a file's or folder's mode, set after writing
+    hidden: str = ""  # what a file holds that the message must not show
 
 
 UNSET = "QUOTALAB_TEST_NO_SUCH_VARIABLE"
+TRACE = "brokers[0].workload[0].msgs_per_s.trace"
 RATE_CAP = "must be <= 1000000000000"
 
 BAD = {
@@ -89,7 +102,13 @@ BAD = {
     "tab indentation": Bad("name: t\n\tseed: 1\n", "line 2, column 1", "invalid YAML"),
     "unclosed flow list": Bad("name: [a, b\n", "line 2, column 1", "invalid YAML"),
     "a list": Bad("- a\n- b\n", "", "a scenario must be a mapping of keys, got a list"),
-    "a bare number": Bad("42\n", "", "a scenario must be a mapping of keys, got 42"),
+    "a bare number": Bad("42\n", "", "a scenario must be a mapping of keys, got a number"),
+    "a key file named as the scenario": Bad(
+        "SECRET-123\n", "", "a scenario must be a mapping of keys, got a string", hidden="SECRET"
+    ),
+    "a hex key file named as the scenario": Bad(
+        "1234567890" * 6 + "\n", "", "a scenario must be a mapping of keys, got a number", hidden="12345"
+    ),
     "empty file": Bad("", "", "the scenario is empty"),
     "5,000-deep flow lists": Bad("name: " + "[" * 5000 + "]" * 5000 + "\n", "line 1, column", "nested too deeply"),
     "5,000-deep block lists": Bad("name:\n" + "- " * 5000 + "x\n", "line 2, column", "nested too deeply"),
@@ -196,17 +215,57 @@ BAD = {
     ),
     "trace rate 1e308": Bad(
         rate("{trace: day.csv}"),
-        "brokers[0].workload[0].msgs_per_s.trace",
-        f"day.csv: rates: {RATE_CAP}",
+        TRACE,
+        "'day.csv' line 3: msgs_per_s must be in [0, 1000000000000]",
         files={"day.csv": "round,msgs_per_s\n0,10\n5,1e308\n"},
+        hidden="1e308",
     ),
     "trace round 10**30": Bad(
         rate("{trace: day.csv}"),
-        "brokers[0].workload[0].msgs_per_s.trace",
-        "day.csv: rounds: must be <= 10000000",
+        TRACE,
+        "'day.csv' line 3: round must be in [0, 10000000]",
         files={"day.csv": "round,msgs_per_s\n0,10\n1000000000000000000000000000000,5\n"},
+        hidden="1000000000000000000000000000000",
     ),
-    "trace file missing": Bad(rate("{trace: day.csv}"), "brokers[0].workload[0].msgs_per_s.trace", "no such file"),
+    "trace rounds going back": Bad(
+        rate("{trace: day.csv}"),
+        TRACE,
+        "'day.csv' line 3: rounds must increase from line to line",
+        files={"day.csv": "round,msgs_per_s\n7,10\n3,5\n"},
+    ),
+    "trace rate a word": Bad(
+        rate("{trace: day.csv}"),
+        TRACE,
+        "'day.csv' line 2: round must be an integer and msgs_per_s a number",
+        files={"day.csv": "round,msgs_per_s\n0,hunter2\n"},
+        hidden="hunter2",
+    ),
+    "trace file missing": Bad(rate("{trace: day.csv}"), TRACE, "'day.csv': no such file (relative to"),
+    "trace naming a key file": Bad(
+        rate("{trace: cluster.key}"),
+        TRACE,
+        "'cluster.key': needs a first line naming the columns round and msgs_per_s",
+        files={"cluster.key": "SECRET-123\n"},
+        hidden="SECRET",
+    ),
+    "trace naming a key file with a header": Bad(
+        rate("{trace: cluster.key}"),
+        TRACE,
+        "'cluster.key' line 2: round must be an integer and msgs_per_s a number",
+        files={"cluster.key": "round,msgs_per_s\nSECRET-123\n"},
+        hidden="SECRET",
+    ),
+    "trace /dev/zero": Bad(rate("{trace: /dev/zero}"), TRACE, "'/dev/zero': not a regular file (a character device)"),
+    "trace a directory": Bad(rate("{trace: .}"), TRACE, "'.': not a regular file (a directory)"),
+    "trace over 16 MiB": Bad(
+        rate("{trace: day.csv}"),
+        TRACE,
+        "'day.csv': file too large (more than 16 MiB)",
+        files={"day.csv": "round,msgs_per_s\n" + "".join(f"{r},{r:.12f}\n" for r in range(1_000_000))},
+    ),
+    "trace not UTF-8": Bad(
+        rate("{trace: day.csv}"), TRACE, "'day.csv': not a UTF-8 text file", files={"day.csv": b"round,msgs\xe9\n"}
+    ),
     "demand event poisson 1e308": Bad(
         top("events: [{at: 1, demand: {broker: b2, group: g, msgs_per_s: {poisson: {mean: 1e308}}}}]"),
         "events[0].demand.msgs_per_s.poisson.mean",
@@ -226,6 +285,9 @@ BAD = {
         "must be <= 10000000",
     ),
     "report age zero": Bad(top("cleanup: {max_report_age_rounds: 0}"), "cleanup.max_report_age_rounds", "must be > 0"),
+    "threshold 1e308": Bad(
+        top("reporting: {threshold_pct: 1e308}"), "reporting.threshold_pct", "must be <= 10000, got 1e+308"
+    ),
     "force_every 1e400": Bad(
         top(f"reporting: {{force_every: {HUGE}}}"), "reporting.force_every", "must be <= 10000000"
     ),
@@ -273,7 +335,33 @@ BAD = {
         "file 'cluster.key' holds an empty key",
         files={"cluster.key": "\n"},
     ),
-    "key file a directory": Bad(top("reporting: {hmac_key_file: .}"), "reporting.hmac_key_file", "cannot read '.'"),
+    "key file a directory": Bad(
+        top("reporting: {hmac_key_file: .}"), "reporting.hmac_key_file", "'.': not a regular file (a directory)"
+    ),
+    "key file /dev/zero": Bad(
+        top("reporting: {hmac_key_file: /dev/zero}"), "reporting.hmac_key_file", "not a regular file"
+    ),
+    "key file others may read": Bad(
+        top("reporting: {hmac_key_file: cluster.key}"),
+        "reporting.hmac_key_file",
+        "'cluster.key': a key its group or others may read (mode 0644): run chmod 600 ",
+        files={"cluster.key": "SECRET-123\n"},
+        modes={"cluster.key": 0o644},
+        hidden="SECRET",
+    ),
+    "key file its group may read": Bad(
+        top("reporting: {hmac_key_file: cluster.key}"),
+        "reporting.hmac_key_file",
+        "(mode 0640): run chmod 600",
+        files={"cluster.key": "SECRET-123\n"},
+        modes={"cluster.key": 0o640},
+    ),
+    "key file of 1 MiB": Bad(
+        top("reporting: {hmac_key_file: cluster.key}"),
+        "reporting.hmac_key_file",
+        "'cluster.key': file too large (more than 8192 bytes)",
+        files={"cluster.key": "k" * 2**20},
+    ),
     "key variable unset": Bad(
         top(f"reporting: {{hmac_key_env: {UNSET}}}"), "reporting.hmac_key_env", f"{UNSET} is not set"
     ),
@@ -292,14 +380,63 @@ BAD = {
     "membership redis in lockstep": Bad(
         top("membership: {store: redis, url: 'redis://127.0.0.1:6379/0'}"), "membership.store", "needs mode: realtime"
     ),
-    "membership redis without url": Bad(
-        top("mode: realtime\nmembership: {store: redis}"), "membership.url", "required with store: redis"
-    ),
     "membership url not redis": Bad(top("membership: {url: 'http://x'}"), "membership.url", "must start with redis://"),
     "membership url with a password": Bad(
         top("mode: realtime\nmembership: {store: redis, url: 'redis://:pw@127.0.0.1:6379/0'}"),
         "membership.url",
         "must not hold a password",
+    ),
+    # the channel's transport (Redis Pub/Sub) and its events
+    "transport unknown": Bad(top("channel: {transport: kafka}"), "channel.transport", "one of simulated, redis"),
+    "redis transport in lockstep": Bad(
+        top("channel: {transport: redis}"), "channel.transport", "redis needs mode: realtime (lockstep needs a"
+    ),
+    "redis url without the redis transport": Bad(
+        top("mode: realtime\nchannel: {redis_url: 'redis://127.0.0.1:6379/0'}"),
+        "channel.redis_url",
+        "needs transport: redis",
+    ),
+    "redis url with a password": Bad(
+        top("mode: realtime\nchannel: {transport: redis, redis_url: 'redis://:pw@10.0.0.5:6379/0'}"),
+        "channel.redis_url",
+        "must not hold a password",
+    ),
+    "pubsub buffer limit not Redis's": Bad(
+        top("mode: realtime\nchannel: {transport: redis, pubsub_buffer_limit: 64kb}"),
+        "channel.pubsub_buffer_limit",
+        "expected 'HARD SOFT SECONDS'",
+    ),
+    "pubsub buffer limit on a server given by url": Bad(
+        top("mode: realtime\nchannel: {transport: redis, redis_url: 'redis://h:6379/0', pubsub_buffer_limit: 1mb 0 0}"),
+        "channel.pubsub_buffer_limit",
+        "configures the run's own redis-server",
+    ),
+    "channel event changing the transport": Bad(
+        top("mode: realtime\nevents: [{at: 3, channel: {transport: redis}}]"),
+        "events[0].channel.transport",
+        "unknown key",
+    ),
+    "stall in lockstep": Bad(
+        top("events: [{at: 3, stall: {broker: b1, seconds: 2}}]"), "events[0].stall", "needs mode: realtime"
+    ),
+    "stall of an unknown broker": Bad(
+        top("mode: realtime\nevents: [{at: 3, stall: {broker: b9, seconds: 2}}]"), "events[0].stall.broker", "unknown"
+    ),
+    "stall of no time": Bad(
+        top("mode: realtime\nevents: [{at: 3, stall: {broker: b1, seconds: 0}}]"), "events[0].stall.seconds", "> 0"
+    ),
+    "redis outage without redis": Bad(
+        top("mode: realtime\nevents: [{at: 3, redis_outage: {rounds: 2}}]"),
+        "events[0].redis_outage",
+        "needs the run's own Redis server",
+    ),
+    "redis outage of a server given by url": Bad(
+        top(
+            "mode: realtime\nchannel: {transport: redis, redis_url: 'redis://h:6379/0'}\n"
+            "events: [{at: 3, redis_outage: {rounds: 2}}]"
+        ),
+        "events[0].redis_outage",
+        "not the run's to stop",
     ),
     # per-broker keys and adversaries
     "key directory missing": Bad(top("reporting: {key_dir: keys}"), "reporting.key_dir", "no such directory"),
@@ -311,6 +448,33 @@ BAD = {
         "reporting.key_dir",
         "b1.key does not hold a 32-byte key in hex",
         files={"b1.key": "hunter2", "b2.key": "00" * 32},
+    ),
+    "a broker's key others may read": Bad(
+        top("reporting: {key_dir: keys}"),
+        "reporting.key_dir",
+        "b1.key: a key its group or others may read (mode 0644): run chmod 600 ",
+        files={"keys/b1.key": "11" * 32, "keys/b2.key": "22" * 32},
+        modes={"keys/b1.key": 0o644},
+        hidden="1111",
+    ),
+    "key directory others may write in": Bad(
+        top("reporting: {key_dir: keys}"),
+        "reporting.key_dir",
+        "others may replace the keys in",
+        files={"keys/b1.key": "11" * 32, "keys/b2.key": "22" * 32},
+        modes={"keys": 0o777},
+    ),
+    "a broker's name climbing out of the key directory": Bad(
+        top("reporting: {key_dir: keys}").replace("name: b1", "name: ../b1"),
+        "reporting.key_dir",
+        "broker '../b1' cannot name a key file",
+        files={"b1.key": "11" * 32, "keys/b2.key": "22" * 32},
+    ),
+    "a broker's key a directory": Bad(
+        top("reporting: {key_dir: keys}"),
+        "reporting.key_dir",
+        "b1.key: not a regular file (a directory)",
+        files={"keys/b1.key/x": "11" * 32, "keys/b2.key": "22" * 32},
     ),
     "key directory variable unset": Bad(
         top(f"reporting: {{key_dir_env: {UNSET}}}"), "reporting.key_dir_env", f"{UNSET} is not set"
@@ -441,8 +605,12 @@ def test_bad_scenario_is_one_line(tmp_path, capsys, monkeypatch, case):
     monkeypatch.delenv(UNSET, raising=False)
     for name, value in case.env.items():
         monkeypatch.setenv(name, value)
-    for name, text in case.files.items():
-        (tmp_path / name).write_text(text)
+    for name, content in case.files.items():
+        (tmp_path / name).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+        (tmp_path / name).chmod(0o600)
+    for name, mode in case.modes.items():
+        (tmp_path / name).chmod(mode)
     path = tmp_path / "bad.yaml"
     if isinstance(case.text, bytes):
         path.write_bytes(case.text)
@@ -451,6 +619,7 @@ def test_bad_scenario_is_one_line(tmp_path, capsys, monkeypatch, case):
     line = refusal(capsys, ["run", str(path), "--backend", "local", "--out", str(tmp_path / "run")])
     assert line.startswith(f"quotalab run: {path}: {case.key}"), line
     assert case.problem in line, line
+    assert not case.hidden or case.hidden not in line, line
     assert not (tmp_path / "run").exists()  # nothing started
 
 
@@ -482,14 +651,50 @@ def test_missing_scenario_file(tmp_path, capsys):
 
 
 def test_a_scenario_that_is_a_directory(tmp_path, capsys):
-    assert refusal(capsys, ["run", str(tmp_path)]) == f"quotalab run: {tmp_path}: cannot read: Is a directory"
+    line = refusal(capsys, ["run", str(tmp_path)])
+    assert line == f"quotalab run: {tmp_path}: not a regular file (a directory)"
+
+
+def test_a_scenario_that_is_dev_zero(capsys):
+    line = refusal(capsys, ["run", "/dev/zero"])
+    assert line == "quotalab run: /dev/zero: not a regular file (a character device)"
+
+
+DEEP = "[" * 5000 + "]" * 5000
+
+
+BAD_SETS = {
+    "5,000-deep value": (
+        f"name={DEEP}",
+        "--set 'name': line 1, column 33: invalid YAML: nested too deeply (more than 32 levels)",
+    ),
+    "5,000-deep value in a mapping": (f"channel.loss={{a: {DEEP}}}", "--set 'channel.loss': line 1, column"),
+    "5,000-deep key": (
+        "a." * 5000 + "b=1",
+        "override: 'a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a...",
+    ),
+    "no value": ("channel.loss", "--set: 'channel.loss': expected KEY=VALUE, e.g. channel.loss=0.3"),
+    "value not YAML": ("channel.loss=[1", "--set 'channel.loss': line 1, column 3: invalid YAML"),
+    "threshold 1e308": ("reporting.threshold_pct=1e308", "reporting.threshold_pct: must be <= 10000, got 1e+308"),
+    "rounds 1e400": ("rounds=1e400", "rounds: must be an integer, got inf"),
+}
+
+
+@pytest.mark.parametrize(("option", "message"), BAD_SETS.values(), ids=BAD_SETS.keys())
+def test_bad_set_is_one_line(tmp_path, capsys, option, message):
+    path = tmp_path / "good.yaml"
+    path.write_text(BASE)
+    line = refusal(capsys, ["run", str(path), "--backend", "local", "--set", option, "--out", str(tmp_path / "run")])
+    assert message in line, line
+    assert len(line) < 400, line  # the value is never repeated whole
+    assert not (tmp_path / "run").exists()
 
 
 # --- quotalab report: refused before Spark starts ---------------------------------------------------------------
 
 TINY = {
     "name": "tiny",
-    "rounds": 3,
+    "rounds": 12,
     "backend": "local",
     "groups": [{"name": "g", "quota": {"publish_msgs_per_s": 100}}],
     "brokers": [{"name": "b1", "workload": [{"group": "g", "msgs_per_s": 80}]}, {"name": "b2"}],
@@ -532,6 +737,60 @@ def test_report_on_a_damaged_parquet_part(tmp_path, capsys, no_spark, tiny_run, 
     part.write_bytes(damage(part.read_bytes()))
     line = refusal(capsys, ["report", str(run_dir)])
     assert line.startswith(f"quotalab report: {part}: not a readable Parquet file ("), line
+
+
+def test_report_on_corrupted_data_pages(tmp_path, capsys, no_spark, tiny_run):
+    run_dir = shutil.copytree(tiny_run, tmp_path / "run")
+    part = sorted((run_dir / "rounds").glob("*.parquet"))[0]
+    bench_trust.corrupt_pages(part)
+    pq.read_metadata(part)  # the footer still reads
+    line = refusal(capsys, ["report", str(run_dir)])
+    assert line.startswith(f"quotalab report: {part}: damaged Parquet data ("), line
+
+
+@pytest.mark.parametrize(
+    ("column", "stored"), [("round", pa.string()), ("usage", pa.string()), ("round", pa.float64())]
+)
+def test_report_on_a_column_stored_as_another_type(tmp_path, capsys, no_spark, tiny_run, column, stored):
+    run_dir = shutil.copytree(tiny_run, tmp_path / "run")
+    part = sorted((run_dir / "rounds").glob("*.parquet"))[-1]
+    bench_trust.store_as(part, column, stored)
+    line = refusal(capsys, ["report", str(run_dir)])
+    wanted = SCHEMAS["rounds"].field(column).type
+    assert line == f"quotalab report: {part}: column {column} is stored as {stored}, not {wanted}"
+
+
+def test_report_on_a_column_stored_wider_still_reads(tmp_path, tiny_run):
+    """An int64 `round` is the same numbers: load.py casts it; the preflight lets it through."""
+    run_dir = shutil.copytree(tiny_run, tmp_path / "run")
+    for part in (run_dir / "rounds").glob("*.parquet"):
+        bench_trust.store_as(part, "round", pa.int64())
+    assert set(read_manifests([run_dir])) == {json.loads((run_dir / "manifest.json").read_text())["run_id"]}
+
+
+def test_report_on_parts_storing_a_column_two_ways(tmp_path, capsys, no_spark, tiny_run):
+    """Either part alone reads, but Spark scans them as one: int64 in one part and int32 in the other fail it."""
+    run_dir = shutil.copytree(tiny_run, tmp_path / "run")
+    first, last = sorted((run_dir / "rounds").glob("*.parquet"))
+    bench_trust.store_as(last, "round", pa.int64())
+    line = refusal(capsys, ["report", str(run_dir)])
+    assert line == f"quotalab report: {last}: column round is stored as int64, but as int32 in {first}"
+
+
+@pytest.mark.parametrize("deleted", ["all", "last"])
+def test_report_on_a_run_with_rounds_parts_missing(tmp_path, capsys, no_spark, tiny_run, deleted):
+    run_dir = shutil.copytree(tiny_run, tmp_path / "run")
+    parts = sorted((run_dir / "rounds").glob("*.parquet"))
+    assert len(parts) >= 2  # TINY writes one part per 10 rounds
+    for part in parts if deleted == "all" else parts[-1:]:
+        part.unlink()
+    line = refusal(capsys, ["report", str(run_dir)])
+    completed = json.loads((run_dir / "manifest.json").read_text())["rounds_completed"]
+    held = "no rows" if deleted == "all" else "rounds up to 9 only"
+    assert line == (
+        f"quotalab report: {run_dir}: rounds/ holds {held}, but manifest.json says {completed} rounds completed"
+        " (parts lost?)"
+    )
 
 
 # --- quotalab sweep ----------------------------------------------------------------------------------------------

@@ -143,8 +143,8 @@ def check_against_telemetry(samples: Samples, run_dir: Path) -> None:
         until = rounds[(rounds.broker == broker) & (rounds["round"] <= latest)].drop_duplicates(["round", "group"])
         for group, per_group in until.groupby("group"):
             labels = {"group": group, "broker": broker}
-            assert value(samples, f"{PULSAR}updates", **labels) == len(per_group)
-            assert value(samples, f"{PULSAR}local_usage_reported", **labels) == per_group.reported.sum()
+            assert value(samples, f"{PULSAR}updates_total", **labels) == len(per_group)
+            assert value(samples, f"{PULSAR}local_usage_reported_total", **labels) == per_group.reported.sum()
         throttled = throttles[(throttles.broker == broker) & (throttles["round"] <= latest)]
         assert len(throttled) > 0  # demand over the start limits: throttled from the first round
         for (group, reason), per_reason in throttled.groupby(["group", "reason"]):
@@ -256,3 +256,26 @@ def test_the_grafana_dashboard_queries_only_what_a_live_run_serves(local_scrape)
     titles = " ".join(panel["title"].lower() for panel in panels)
     for topic in ("quota", "limit", "throttl", "report age", "breach"):
         assert topic in titles
+
+
+def test_the_dashboard_applies_rate_only_to_counters():
+    """rate() and increase() are meant for counters (a reset is a restart, not a drop): every metric they are
+    applied to is served as a counter (`NAME_total`) or a histogram's `_bucket`, by its type in the exposition."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from experiments.live_metrics import LiveMetrics
+
+    registry = CollectorRegistry()
+    registry.register(LiveMetrics({"broker": ["b1"], "group": ["g"], "dimension": ["publish_msgs_per_s"]}))
+    types = {family.name: family.type for family in text_string_to_metric_families(generate_latest(registry).decode())}
+    dashboard = json.loads(DASHBOARD.read_text())
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
+    rated = {name for expr in exprs for name in re.findall(r"(?:rate|increase)\((\w+)[{\[]", expr)}
+    assert len(rated) >= 4
+    for name in rated:
+        if name.endswith("_bucket"):
+            assert types[name.removesuffix("_bucket")] == "histogram", name
+        else:
+            assert name.endswith("_total") and types[name.removesuffix("_total")] == "counter", name
+    cumulative = ("pulsar_resource_group_updates", "pulsar_resource_group_local_usage_reported")
+    assert all(types[name] == "counter" for name in cumulative)

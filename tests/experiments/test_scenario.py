@@ -1,5 +1,6 @@
 """Scenario files: every mistake refused with its key and problem on one line; good files resolved."""
 
+import math
 import pickle
 from pathlib import Path
 
@@ -90,8 +91,8 @@ BAD = {
     "unknown nested key": (
         base(reporting={"treshold_pct": 5}),
         "reporting.treshold_pct",
-        "unknown key (allowed: threshold_pct, force_every, report_demand, compress, float32_rates, hmac_key_file, "
-        "hmac_key_env, key_dir, key_dir_env)",
+        "unknown key (allowed: threshold_pct, force_every, report_demand, compress, float32_rates, wire, "
+        "hmac_key_file, hmac_key_env, key_dir, key_dir_env)",
     ),
     "unknown key in a workload": (
         base(brokers=[broker("broker-1", {"group": "tenant-a/ns-1", "msgs_per_s": 5, "rate": 5})]),
@@ -171,19 +172,19 @@ BAD = {
         base(events=[{"at": 1}]),
         "events[0]",
         "needs exactly one of demand, crash, restart, join, leave, quota, channel, clock_skew, registry_outage, "
-        "forge besides 'at', got none",
+        "forge, stall, redis_outage besides 'at', got none",
     ),
     "event with two kinds": (
         base(events=[{"at": 1, "crash": "broker-1", "leave": "broker-2"}]),
         "events[0]",
         "needs exactly one of demand, crash, restart, join, leave, quota, channel, clock_skew, registry_outage, "
-        "forge besides 'at', got crash, leave",
+        "forge, stall, redis_outage besides 'at', got crash, leave",
     ),
     "unknown event kind": (
         base(events=[{"at": 1, "explode": "broker-1"}]),
         "events[0].explode",
         "unknown key (allowed: at, demand, crash, restart, join, leave, quota, channel, clock_skew, registry_outage, "
-        "forge)",
+        "forge, stall, redis_outage)",
     ),
     "event naming an unknown broker": (
         base(events=[{"at": 1, "crash": "broker-9"}]),
@@ -286,7 +287,7 @@ BAD = {
     "trace file missing": (
         base(brokers=[broker("broker-1", {"group": "tenant-a/ns-1", "msgs_per_s": {"trace": "nope.csv"}})]),
         "brokers[0].workload[0].msgs_per_s.trace",
-        "no such file 'nope.csv' (relative to {dir})",
+        "'nope.csv': no such file (relative to {dir})",
     ),
     "generated with groups": (
         {"name": "g", "groups": [], "generated": {}},
@@ -440,7 +441,7 @@ def test_unlimited_quota_and_every_event_kind():
         ],
     )
     scenario = parse_scenario(data)
-    assert scenario.groups[0].quota == {"publish_msgs_per_s": -1.0, "dispatch_bytes_per_s": 1e6}
+    assert scenario.groups[0].quota == {"publish_msgs_per_s": math.inf, "dispatch_bytes_per_s": 1e6}
     assert scenario.dimensions() == ("publish_msgs_per_s", "dispatch_bytes_per_s")
     assert [(event.at, event.kind) for event in scenario.events] == [
         (3, "clock_skew"),  # sorted by round, stable within one
@@ -475,10 +476,10 @@ def test_trace_is_read_relative_to_the_scenario(tmp_path):
 @pytest.mark.parametrize(
     ("csv", "problem"),
     [
-        ("when,rate\n0,1\n", "day.csv: needs the columns round,msgs_per_s, got when,rate"),
-        ("round,msgs_per_s\n0,1\nsoon,2\n", "day.csv line 3: round must be an integer and msgs_per_s a number"),
-        ("round,msgs_per_s\n5,1\n2,2\n", "day.csv: rounds: must increase strictly, got 5 then 2"),
-        ("round,msgs_per_s\n", "day.csv: rounds: must be a non-empty list"),
+        ("when,rate\n0,1\n", "'day.csv': needs a first line naming the columns round and msgs_per_s"),
+        ("round,msgs_per_s\n0,1\nsoon,2\n", "'day.csv' line 3: round must be an integer and msgs_per_s a number"),
+        ("round,msgs_per_s\n5,1\n2,2\n", "'day.csv' line 3: rounds must increase from line to line"),
+        ("round,msgs_per_s\n", "'day.csv': no rows after the first line"),
     ],
 )
 def test_bad_trace_file(tmp_path, csv, problem):

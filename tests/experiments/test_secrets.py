@@ -35,6 +35,7 @@ def write_signed(folder: Path, reporting: dict) -> Path:
 def test_key_file_is_relative_to_the_scenario(tmp_path, monkeypatch):
     (tmp_path / "keys").mkdir()
     (tmp_path / "keys" / "cluster.key").write_bytes(b"  file-key\n")
+    (tmp_path / "keys" / "cluster.key").chmod(0o600)  # a key others may read is refused
     path = write_signed(tmp_path, {"hmac_key_file": "keys/cluster.key"})
     monkeypatch.chdir("/")
     scenario = load_scenario(path)
@@ -65,6 +66,7 @@ def test_the_key_is_not_in_the_dict_nor_the_repr(tmp_path, monkeypatch):
 def test_a_signed_run_writes_the_key_nowhere(tmp_path, capsys):
     key = f"quotalab-test-key-{secrets.token_hex(16)}"
     (tmp_path / "cluster.key").write_text(key + "\n")
+    (tmp_path / "cluster.key").chmod(0o600)
     path = write_signed(tmp_path, {"hmac_key_file": "cluster.key"})
     assert build_plan(load_scenario(path)).node.hmac_key == key.encode()  # the run signs with it
     out = tmp_path / "run"

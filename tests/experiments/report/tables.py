@@ -64,6 +64,7 @@ def messages_row(round: int, broker: str, published: int, delivered: int, **more
         "reports_suppressed": 0,
         "deliveries_dropped": 0,
         "reports_rejected": 0,
+        "deliveries_lost_transport": 0,
     }
     return row | more
 

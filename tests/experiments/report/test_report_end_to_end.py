@@ -13,6 +13,7 @@ from experiments.cli import main
 from experiments.errors import UserError
 from experiments.report import build_report
 from experiments.report.command import default_out
+from tests.browser import load_in_browser
 
 from .tables import event_row, messages_row, rounds_row, write_run
 
@@ -70,6 +71,7 @@ def test_summary_has_exactly_the_designed_shape(report):
     run_keys = {"run_id", "scenario", "policy", "bytes_published_per_round", "bytes_delivered_per_round", "groups"}
     run_extras = {"status", "rounds", "reports_sent_per_round", "reports_suppressed_per_round", "overall"}
     run_extras |= {"rounds_to_agree"}  # runs with a pool-size consensus (numaflow-equal); [] otherwise
+    run_extras |= {"deliveries_dropped", "deliveries_lost_transport"}  # report copies lost: injected, transport
     group_keys = {"group", "dimension", "peak_overshoot", "utilization", "jain", "events"}
     group_extras = {"rounds_over_quota", "fairness_error", "report_bytes_per_round"}
     group_extras |= {"starved", "fair_share_broker_rounds", "starved_broker_rounds"}
@@ -133,36 +135,60 @@ def test_csv_tables(report):
 
 
 @pytest.mark.spark
-def test_report_html_is_one_page_with_figures_and_a_comparison(report):
+def test_report_html_opens_with_its_conclusion_then_contents_comparison_and_figures(report):
     page = report.read_text()
     assert report.name == "report.html"
-    assert "<h2>Comparison</h2>" in page and "policy.name=pulsar" in page
-    assert "<th>rounds over quota / 100 rounds</th>" in page and "<td>12.5</td>" in page
-    header = page[page.index("<h2>Comparison</h2>") :].split("</thead>")[0]
-    safety = ["<th>peak overshoot</th>", "<th>rounds over quota / 100 rounds</th>", "<th>starved</th>"]
+    conclusion = page[page.index('<p class="conclusion">') :].split("</p>")[0]
+    # both go over the quota in rounds 0-1 (120 and 140 against 100); r1 (pip82-equal) peaks lower
+    assert "No policy holds the quota here" in conclusion and "pip82-equal comes closest" in conclusion
+    assert "up to 20.0% over the quota" in conclusion and "at the start (2 rounds from 0 to 1)" in conclusion
+    assert "pulsar goes over: up to 40.0% over the quota" in conclusion
+    assert page.index('<p class="conclusion">') < page.index('<nav class="toc">') < page.index('id="comparison"')
+    assert '<a href="#comparison">Comparison</a>' in page and '<a href="#run-pulsar">Run pulsar</a>' in page
+    header = page[page.index('id="comparison"') :].split("</thead>")[0]
+    safety = ["<th>peak overshoot</th>", "<th>rounds over quota / 100</th>", "<th>starved</th>"]
     assert all(column in header for column in safety), "overshoot, over quota and starvation side by side"
     assert header.index(safety[0]) < header.index(safety[1]) < header.index(safety[2])
-    # comparison + per run: quota telemetry, bandwidth, 2 groups
-    assert page.count('<img src="data:image/png;base64,') == 1 + 2 * 4
-    assert page.count("<h3>Quota telemetry</h3>") == 2
-    assert "Run r1" in page and "Run r2" in page and A in page
+    assert '<th class="text">scenario</th>' not in header, "one scenario: said once in the note, not per row"
+    assert "policy.name=" not in header and "<td>12.5</td>" in page
+    # plotly.js once, then the comparison + per run: quota telemetry, bandwidth, 2 groups
+    assert page.count("plotly.js (basic - minified)") == 1
+    assert page.count('class="figure"') == 1 + 2 * 4 == page.count("Plotly.newPlot(")
+    assert "data:image/png" not in page
+    assert "Run r1" not in page and "Run pip82-equal" in page and A in page
+
+
+@pytest.mark.spark
+def test_report_page_loads_in_chromium_without_console_errors(report, tmp_path):
+    dom, console = load_in_browser(report, tmp_path)
+    assert dom.count("plot-container plotly") == report.read_text().count('class="figure"') == 9, "all drawn"
+    assert console == [], console  # an uncaught error, console.error or a plotly.js warning all land here
 
 
 def test_cli_passes_the_runs_out_and_master_and_prints_the_page(tmp_path, monkeypatch, capsys):
     calls = []
 
-    def fake_build_report(run_dirs, out_dir, master):
-        calls.append((run_dirs, out_dir, master))
+    def fake_build_report(run_dirs, out_dir, master, progress, verbose):
+        calls.append((run_dirs, out_dir, master, verbose))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        runs = [{"run_id": path.name, "status": "complete", "rounds": 8} for path in run_dirs]
+        runs[-1] |= {"status": "died", "rounds": 3} if len(runs) > 1 else {}
+        (out_dir / "summary.json").write_text(json.dumps({"runs": runs}))
         return out_dir / "report.html"
 
     monkeypatch.setattr("experiments.report.build_report", fake_build_report)
+    monkeypatch.setattr("experiments.report.load.read_manifests", lambda run_dirs: {})
+    monkeypatch.setattr("experiments.prerequisites.check_java", lambda: None)
     one, two = tmp_path / "r1", tmp_path / "r2"
     assert main(["report", str(one), "--master", "local[2]"]) == 0
-    assert main(["report", str(one), str(two), "--out", str(tmp_path / "out")]) == 0
-    assert calls[0] == ([one], one / "report", "local[2]")  # one run: its own report/ directory
-    assert calls[1] == ([one, two], tmp_path / "out", "local[*]")
-    assert capsys.readouterr().out.split() == [
+    assert main(["report", str(one), str(two), "--out", str(tmp_path / "out"), "--verbose"]) == 0
+    assert calls[0] == ([one], one / "report", "local[2]", False)  # one run: its own report/ directory
+    assert calls[1] == ([one, two], tmp_path / "out", "local[*]", True)
+    assert capsys.readouterr().out.splitlines() == [
+        "r1: complete, 8 rounds",
         str(one / "report" / "report.html"),
+        "r1: complete, 8 rounds",
+        "r2: died (driver gone) after 3 rounds",  # on the console, not only in the page
         str(tmp_path / "out" / "report.html"),
     ]
     assert default_out([one, two]).parent == Path("reports")

@@ -242,9 +242,9 @@ def test_starvation_counts_brokers_under_half_their_fair_share_in_the_last_quart
 
 def test_bandwidth_per_round_per_broker_and_per_run(spark):
     rows = [
-        messages_row(0, "a", 100, 90, reports_suppressed=2),
-        messages_row(0, "b", 200, 180),
-        messages_row(1, "a", 300, 270, reports_sent=0, reports_suppressed=4),
+        messages_row(0, "a", 100, 90, reports_suppressed=2, deliveries_dropped=1),
+        messages_row(0, "b", 200, 180, deliveries_lost_transport=2),
+        messages_row(1, "a", 300, 270, reports_sent=0, reports_suppressed=4, deliveries_lost_transport=3),
     ]
     messages = messages_frame(spark, rows)
     per_round = by_key(metrics.bandwidth_per_round(messages), "round")
@@ -254,3 +254,4 @@ def test_bandwidth_per_round_per_broker_and_per_run(spark):
     assert per_broker[("a",)]["bytes_published_per_round"] == 200.0 and per_broker[("a",)]["reports_suppressed"] == 6
     [run] = metrics.run_bandwidth(metrics.bandwidth_per_round(messages)).collect()
     assert run["bytes_published_per_round"] == 300.0 and run["reports_suppressed_per_round"] == 3.0
+    assert (run["deliveries_dropped"], run["deliveries_lost_transport"]) == (1, 5)  # injected, transport: apart

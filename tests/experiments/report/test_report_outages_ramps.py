@@ -10,6 +10,7 @@ import pytest
 
 from experiments.report.outages import fallback_comparison, fallback_section, silences
 from experiments.report.ramps import ramp_figure, ramp_rounds, ramped_groups
+from experiments.report.summary import collect_tables
 
 from .tables import rounds_frame, rounds_row
 
@@ -62,8 +63,9 @@ def test_the_comparison_measures_overshoot_lost_throughput_and_recovery_per_sile
     assert table.loc["closed", "lost_throughput"] == pytest.approx(180 / 200)
     assert table.loc["closed", "rounds_to_recover"] == 1
     assert table.loc["closed", "fallback"] == "closed"
-    assert "Fallbacks: while reports stopped" in fallback_section(table.reset_index())
-    assert fallback_section(table.iloc[:0].reset_index()) == ""
+    section = fallback_section(table.reset_index())
+    assert section.title == "Fallbacks: while reports stopped" and 'class="figure"' in section.body
+    assert fallback_section(table.iloc[:0].reset_index()) is None
 
 
 def test_ramped_groups_come_from_the_manifests():
@@ -84,8 +86,10 @@ def test_ramp_rounds_give_the_pools_range_and_the_sums_per_round(spark):
     ]
     ramp = {"mode": "go-back-n", "min": 10.0, "max": 100.0, "duration_s": 9.0, "usage_threshold_pct": 80.0}
     ramped = [("r1", "g", "publish_msgs_per_s", ramp)]
-    table = ramp_rounds(spark, rounds_frame(spark, rows), ramped)
+    table = collect_tables({"ramps": ramp_rounds(rounds_frame(spark, rows), ramped)})["ramps"]
     assert table[["group", "pool_min", "pool_max", "usage", "limit", "demand"]].values.tolist() == [
         ["g", 20.0, 30.0, 9.0, 22.0, 20.0]
     ]
-    assert len(ramp_figure(table, ramped)) > 1000  # a PNG drawn
+    figure = ramp_figure(table, ramped)
+    pool = next(trace for trace in figure.data if trace["name"].startswith("pool (band"))
+    assert pool["y"] == [30.0] and figure.layout["annotations"][0]["text"].startswith("g: go-back-n, 10 -> 100")

@@ -66,5 +66,5 @@ def test_the_quota_telemetry_is_summarised_per_group_reason_and_round(spark, tmp
     assert timing["phases"] == 8 and timing["max_s"] == 0.004 and timing["p50_s"] == 0.002
 
     section = _quota_section("r1", quota)
-    assert "<h3>Quota telemetry</h3>" in section and '<td class="text">group_limit</td>' in section
-    assert "p99 4.000 ms" in section and section.count("<img ") == 1
+    assert '<td class="text">group_limit</td>' in section
+    assert "p99 4.000 ms" in section and section.count('class="figure"') == 1

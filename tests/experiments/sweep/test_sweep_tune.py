@@ -73,7 +73,7 @@ def test_a_grid_under_conditions_ranks_each_candidate_by_its_worst_run_and_resum
             assert record["metrics"]["peak_overshoot"] == pytest.approx(row["peak_overshoot"])
             assert entry["conditions"][row["condition_id"]]["peak_overshoot"] == pytest.approx(row["peak_overshoot"])
     page = (out / "report.html").read_text()
-    assert "Under each condition" in page and page.count("data:image/png;base64,") == 2
+    assert "Under each condition" in page and page.count('class="figure"') == 2
 
     # the same command again: Tune restores its experiment, nothing runs
     assert main(sweep_command(path, out)) == 0

@@ -1,0 +1,79 @@
+"""The processes of a local Ray instance end with the driver that started it, even a driver killed with SIGKILL.
+
+Ray ties `gcs_server` and the raylet to the driver (the kernel kills them with it), but its agents
+(DashboardAgent, RuntimeEnvAgent) see their raylet die, then try to tell the dead GCS about it and wait 60 s for
+an answer (`ray._private.utils.publish_error_to_driver`'s timeout: not a setting) before they exit; and a worker
+stuck in its exit was once seen alive long after its instance had ended.
+
+So `init_ray` (actors/backends.py) starts a reaper next to a new local instance. The reaper reads a pipe whose
+other end the driver holds: the read ends when the driver does, however it ends. Then it SIGKILLs every process
+that holds a file open in the instance's session directory (`/tmp/ray/session_...`: each of Ray's processes
+keeps its logs or its sockets there, orphaned or not), and exits; after a clean `ray.shutdown` nothing is left.
+It runs in a session of its own, so a Ctrl-C to the terminal does not stop it before the driver. What else
+could tell Ray's processes apart does not: the agents overwrite their command line and environment with their
+process titles, and their parent, the raylet, is gone by then.
+
+A driver that joins an existing cluster (`--address`) starts no reaper: those processes are not its own.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+
+def start(session_dir: str) -> subprocess.Popen:
+    """Start the reaper of the instance whose session directory is `session_dir`; keep the returned process
+    alive as long as the driver (its stdin is the pipe)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "actors.ray_reaper", session_dir],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def session_processes(session_dir: str) -> list[int]:
+    """The processes (but this one) holding a file open under `session_dir`."""
+    prefix = os.path.join(os.path.realpath(session_dir), "")
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            descriptors = os.listdir(f"/proc/{entry}/fd")
+        except OSError:  # gone, or not ours to read
+            continue
+        for descriptor in descriptors:
+            try:
+                if os.readlink(f"/proc/{entry}/fd/{descriptor}").startswith(prefix):
+                    found.append(int(entry))
+                    break
+            except OSError:
+                continue
+    return found
+
+
+def reap(session_dir: str) -> list[int]:
+    """SIGKILL every process holding a file open under `session_dir`; the PIDs signalled."""
+    killed = []
+    for pid in session_processes(session_dir):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except ProcessLookupError:
+            pass
+    return killed
+
+
+def main(session_dir: str) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.stdin.buffer.read()  # returns once the driver, the only writer, has ended
+    reap(session_dir)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,77 @@
+"""How fair-share-safe counts its peers: each at the usage it can be known to hold.
+
+The residual a broker may take is the pool less what its peers are counted at, so a peer counted low is room
+taken from it and a peer counted high is room left unused. The principle: a peer counts at its usage as last
+heard, except where that is not known, and then at its max-min fair share of this broker's view:
+
+- a peer the membership registry lists as serving the group but never heard counts at its fair share, wanting
+  as much as it can get (it may have started this very round: every peer leaves it that room);
+- a peer silent for a forced-report cycle (at least one of its forced reports was lost) counts at most at its
+  fair share: its last usage is old news, and a peer that heard what moved its share has stepped to it;
+- a peer above its fair share counts above it only by as much as it used while it was within its share: an
+  honest peer that has not yet heard what moved its share still holds what it held, while a liar's claim jumps
+  above anything it held and counts at its share at once; an excess that lasts two forced-report cycles counts
+  at the share alone (by then an honest peer has heard a forced report of the change);
+- a peer first heard above its fair share (it may have held that room before this broker came, and has not
+  stepped down for it yet) counts at its usage for one allocation more: the registry lists a newcomer the round
+  it starts, and every peer makes room for a listed newcomer at its next allocation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from allocator.policies.hooks import OWN
+
+EXCESS_TOLERANCE = 0.05  # a usage up to 5% above the fair share is within it (rounding, a round's jitter)
+
+
+class PeerMemory:
+    """Per group, peer slot and dimension: the usage the peer reached while within its fair share (or when first
+    heard), and how many consecutive allocations it has been above it since."""
+
+    def __init__(self, n_groups: int, n_dimensions: int) -> None:
+        self.within_usage = np.zeros((n_groups, 1, n_dimensions))
+        self.excess_rounds = np.zeros((n_groups, 1, n_dimensions), dtype=np.int64)
+        self.known = np.zeros((n_groups, 1, n_dimensions), dtype=bool)  # heard at the last allocation
+        self.never_within = np.zeros((n_groups, 1, n_dimensions), dtype=bool)  # above its share since first heard
+
+    def counted_usage(
+        self,
+        dimension: int,
+        usage: np.ndarray,
+        fair_share: np.ndarray,
+        heard: np.ndarray,
+        silent: np.ndarray,
+        unheard_listed: np.ndarray,
+        excess_for_rounds: int,
+    ) -> np.ndarray:
+        """[G, K] what each entry counts at (see the module docstring); `fair_share`, `heard`, `silent` and
+        `unheard_listed` are [G, K] too, slot `OWN` counts at its own usage. Updates the memory of `dimension`."""
+        self._widen(usage.shape[1])
+        within_usage = self.within_usage[:, : usage.shape[1], dimension]
+        excess_rounds = self.excess_rounds[:, : usage.shape[1], dimension]
+        known = self.known[:, : usage.shape[1], dimension]
+        never_within = self.never_within[:, : usage.shape[1], dimension]
+        within = usage <= (1.0 + EXCESS_TOLERANCE) * fair_share
+        first_heard = heard & ~known
+        never_within[...] = np.where(first_heard, ~within, never_within & ~within)
+        within_usage[...] = np.where(heard, np.where(within | first_heard, usage, within_usage), 0.0)  # freed: forget
+        known[...] = heard
+        excess_rounds[...] = np.where(heard & ~within, excess_rounds + 1, 0)
+        believed_for = np.where(never_within, 1, excess_for_rounds)
+        known_to_hold = np.where(excess_rounds > believed_for, fair_share, np.maximum(fair_share, within_usage))
+        counted = np.minimum(usage, known_to_hold)
+        counted = np.where(silent, np.minimum(counted, fair_share), counted)
+        counted = np.where(unheard_listed, fair_share, np.where(heard, counted, 0.0))
+        counted[:, OWN] = usage[:, OWN]
+        return counted
+
+    def _widen(self, n_slots: int) -> None:
+        if self.within_usage.shape[1] >= n_slots:
+            return
+        pad = ((0, 0), (0, n_slots - self.within_usage.shape[1]), (0, 0))
+        self.within_usage = np.pad(self.within_usage, pad)
+        self.excess_rounds = np.pad(self.excess_rounds, pad)
+        self.known = np.pad(self.known, pad)
+        self.never_within = np.pad(self.never_within, pad)

@@ -1,0 +1,83 @@
+"""fair-share-safe's broker: the mechanisms of this folder, called where `BrokerNode`'s round asks its hooks."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from allocator.policies.fair_share_safe import quota, reporting, start
+from allocator.policies.fair_share_safe.counting import PeerMemory
+from allocator.policies.hooks import OWN, Hooks, PeerView, Traffic
+from allocator.policies.reporting import ReportSuppressor, Selection
+from allocator.policies.waterfill import max_min_fair
+
+HELD_TOLERANCE = 0.05  # a limit under 95% of the broker's fair share is held below it by others' room
+
+
+class SafeHooks(Hooks):
+    """The per-group state of one broker: allocations since it started serving each group, the groups it started
+    serving that the registry has not yet said every broker knows (a newcomer listens meanwhile), whether a
+    newcomer was heard or listed (answer it), whether the last allocation held the limit below the fair share
+    (report every round), and what each peer is known to hold (`PeerMemory`)."""
+
+    keeps_listed_peers = True  # a live peer the registry lists keeps its entry, however long its reports are lost
+    claims_estimated_demand = True  # every report carries the demand its limiter tells
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.rounds_served = np.zeros(self.n_groups, dtype=np.int64)
+        self.unacknowledged = np.zeros(self.n_groups, dtype=bool)
+        self.listening = np.zeros(self.n_groups, dtype=bool)
+        self.newcomer = np.zeros(self.n_groups, dtype=bool)
+        self.held = np.zeros(self.n_groups, dtype=bool)
+        self.memory = PeerMemory(self.n_groups, self.n_dimensions)
+
+    def start_limit(self, pool: np.ndarray, view: PeerView) -> np.ndarray:
+        return start.start_limit(pool, view)
+
+    def claimed_demand(self, traffic: Traffic, round_s: float) -> np.ndarray:
+        return reporting.throttled_demand(traffic, round_s)
+
+    def watched(self, usage: np.ndarray, demand: np.ndarray) -> np.ndarray:
+        """The usage and the demand: a change of either is reason enough to report."""
+        return np.hstack([usage, demand])
+
+    def select_reports(
+        self, suppressor: ReportSuppressor, watched: np.ndarray, serving: np.ndarray, loss: float
+    ) -> Selection:
+        copies = reporting.copies_needed(loss, self.bound.settings.lost_change_odds, self.force_every)
+        every_round = self.newcomer | self.listening | self.held
+        self.newcomer[:] = False
+        return reporting.select_reports(suppressor, watched, serving, copies, every_round)
+
+    def heard_newcomers(self, rows: np.ndarray) -> None:
+        self.newcomer[rows] = True
+
+    def allocate(self, pool: np.ndarray, view: PeerView, limit: np.ndarray, serving: np.ndarray) -> np.ndarray:
+        """Per dimension: the fair share of every broker of the view (the listed ones never heard wanting the whole
+        pool), each peer counted at what it is known to hold (`counting`), the rule; a rise taken at the pace news
+        travels (`start.paced`); a newcomer keeps its start limit while it listens. A limit under its fair share
+        asks for a report every round."""
+        unheard = view.listed & ~view.present
+        present = view.present | unheard
+        new_limit = np.empty_like(limit)
+        held = np.zeros(self.n_groups, dtype=bool)
+        for d in range(self.n_dimensions):
+            room = np.where(np.isfinite(pool[:, d]), pool[:, d], 0.0)
+            wants = view.usage[:, :, d] if view.demand is None else view.demand[:, :, d]
+            wants = np.where(unheard, room[:, None], np.where(view.present, wants, 0.0))
+            fair_share = max_min_fair(pool[:, d], wants, present)
+            counted = self.memory.counted_usage(
+                d, view.usage[:, :, d], fair_share, view.present, view.silent, unheard, 2 * self.force_every
+            )
+            new_limit[:, d] = self.rule(pool[:, d], limit[:, d], counted, wants, present)
+            held |= new_limit[:, d] < (1.0 - HELD_TOLERANCE) * fair_share[:, OWN]
+        new_limit = start.paced(limit, new_limit, view.loss)
+        self.unacknowledged = (self.unacknowledged | (self.rounds_served == 0)) & serving & (not view.acknowledged)
+        self.listening = start.listening(self.unacknowledged, self.rounds_served, view.has_roster) & serving
+        new_limit = np.where(self.listening[:, None], np.minimum(new_limit, limit), new_limit)
+        self.held = held & serving
+        self.rounds_served = np.where(serving, self.rounds_served + 1, 0)
+        return new_limit
+
+    def quota_changed(self, old: np.ndarray, new: np.ndarray, limit: np.ndarray, view: PeerView) -> np.ndarray:
+        return quota.rescaled(old, new, limit, view.present.sum(axis=1))

@@ -1,0 +1,49 @@
+"""What fair-share-safe reports, and when: the demand its limiter tells, every change in as many copies as
+the loss asks, and every round while a peer needs to hear it (a newcomer, a broker still listening, a broker
+held below its fair share)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from allocator.policies.hooks import Traffic
+from allocator.policies.reporting import ReportSuppressor, Selection
+
+MIN_ADMITTED_FRACTION = 1e-6  # a demand estimated from throttled time is at most a million times the usage
+
+
+def throttled_demand(traffic: Traffic, round_s: float) -> np.ndarray:
+    """[G, D] the demand a broker can tell from its own limiter: `usage / (1 - throttled_s / round)`, the usage
+    of a round scaled up by the share of it its producers were not held (exact in the fluid model while
+    anything is admitted; at most 1 / MIN_ADMITTED_FRACTION times the usage). Its own entry holds the same
+    estimate its peers hear."""
+    admitted_fraction = 1.0 - traffic.throttled_s / round_s
+    return traffic.usage / np.maximum(admitted_fraction, MIN_ADMITTED_FRACTION)[:, None]
+
+
+def copies_needed(loss: float, odds: float, most: int) -> int:
+    """The fewest copies of a report whose loss, every one of them at `loss`, has odds of at most `odds`
+    (`loss ** copies <= odds`), between 1 and `most`: 1 without loss or with `odds` 1, `most` at a loss of 1."""
+    if odds >= 1.0 or loss <= 0.0:
+        return 1
+    if loss >= 1.0:
+        return most
+    return max(1, min(most, math.ceil(math.log(odds) / math.log(loss) - 1e-9)))
+
+
+def select_reports(
+    suppressor: ReportSuppressor,
+    watched: np.ndarray,
+    serving: np.ndarray,
+    copies: int,
+    every_round: np.ndarray,
+) -> Selection:
+    """PIP-82's threshold and forced reports, a change sent in `copies` consecutive rounds, and the served
+    groups of `every_round` reported whatever the threshold says."""
+    suppressor.repeats = copies - 1
+    selection = suppressor.select(watched, serving)
+    extra = every_round & serving & ~selection.report
+    return replace(selection, report=selection.report | extra, suppressed=selection.suppressed - int(extra.sum()))

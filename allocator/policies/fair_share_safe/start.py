@@ -1,0 +1,46 @@
+"""Where fair-share-safe's limit starts, how long it stays there, and how fast it rises: a broker new to a group
+takes only the room it knows is free, until the others know it is there; any broker takes freed room at the pace
+news of it travels."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from allocator.policies.hooks import OWN, PeerView
+
+LISTEN_ALLOCATIONS = 1  # without a registry, allocations a newcomer keeps its start limit (peers hear it meanwhile)
+
+
+def start_limit(pool: np.ndarray, view: PeerView) -> np.ndarray:
+    """[g, D] the start limit for the groups of `view`: the residual heard, `pool - sum(heard peers' usage)`, at
+    most an equal share of the brokers it knows (heard or listed, itself included); 0 (the floor) while a broker
+    it knows of has not been heard: a peer the registry lists but it never heard (that peer may hold the whole
+    pool: it did not know this broker yet), or, without a roster, anyone at all. Unlimited stays unlimited."""
+    peers = slice(OWN + 1, None)
+    heard, listed = view.present[:, peers], view.listed[:, peers]
+    others_usage = (view.usage[:, peers, :] * heard[:, :, None]).sum(axis=1)
+    known = (heard | listed).sum(axis=1) + 1
+    residual_heard = np.maximum(pool - others_usage, 0.0)
+    start = np.minimum(pool / known[:, None], residual_heard)
+    unknown_room = (listed & ~heard).any(axis=1) | ~heard.any(axis=1)
+    return np.where(np.isinf(pool), np.inf, np.where(unknown_room[:, None], 0.0, start))
+
+
+def listening(unacknowledged: np.ndarray, rounds_served: np.ndarray, has_roster: bool) -> np.ndarray:
+    """bool[G]: the groups whose newcomer keeps its start limit. With a registry, until it says every live broker
+    has read that this broker serves the group (each then makes room for it at its next allocation: in lockstep
+    the same round, on timers within an interval, later for a broker that lags); without one, for its first
+    `LISTEN_ALLOCATIONS` allocations."""
+    return unacknowledged if has_roster else rounds_served < LISTEN_ALLOCATIONS
+
+
+def paced(limit: np.ndarray, new_limit: np.ndarray, loss: float) -> np.ndarray:
+    """[G, D] `new_limit` with each rise above `limit` cut to the share `1 - loss` of it (`loss`: the share of its
+    peers' reports this broker measures as lost; a cut applies at once).
+
+    Room freed by a peer is free for every broker whose share grew, but when a report is lost brokers disagree on
+    whose share grew: two that each think the room is theirs take it twice. A rise taken at the pace reports
+    arrive leaves that room for the broker whose news was lost: without loss a broker takes its whole rise, at
+    30% loss 70% of it a round (the rest the next rounds)."""
+    rise = np.maximum(new_limit - limit, 0.0)
+    return new_limit - loss * np.where(np.isfinite(rise), rise, 0.0)

@@ -116,8 +116,8 @@ def _lead(summary: dict[str, Any], objective: Objective) -> str:
     front = len(summary["pareto"])
     return (
         f"<strong>Best of {len(summary['ranked'])} configurations: {escape(settings)}</strong> ({escape(scores)}; "
-        f"{summary['aggregate']} over {best['runs']} run(s)). {front} configuration{'s are' if front != 1 else ' is'} on the Pareto "
-        "front."
+        f"{summary['aggregate']} over {best['runs']} run(s)). {front} configuration{'s are' if front != 1 else ' is'} "
+        "on the Pareto front."
     )
 
 

@@ -1,16 +1,17 @@
 """How long does a 100-run sweep take on this machine, from the sweep file to report.html?
 
-The sweep: 25 configurations (pip82-steal's `steal_fraction` 0.1 ... 0.9 x `threshold_pct` 2 ... 40) x 4 seeds
+The sweep: 25 candidates (pip82-steal's `steal_fraction` 0.1 ... 0.9 x `threshold_pct` 2 ... 40) x 4 seeds
 = 100 runs of a scenario with 8 brokers and 60 rounds (two groups, 10% report loss rising to 30%, a demand
-shift, a crash and a restart), each run a Ray task on the in-process backend, then the Spark ranking on
-`local[2]`. The scenario and the sweep file are written to a temporary folder.
+shift, a crash and a restart), each candidate a Ray Tune trial running its seeds on the in-process backend,
+each run measured by the store's Spark session on `local[2]`, then the Spark ranking. The scenario and the
+sweep file are written to a temporary folder.
 
-Timed, one after the other as `quotalab sweep` does them: checking and expanding the sweep file (`plan_s`),
-the runs on a fresh local Ray instance with one task per CPU (`execute_s`, Ray's start included), the
-SparkSession's start (`spark_start_s`), and the per-run metrics, ranking and outputs (`rank_s`). `wall_s` is
-their sum. Also: the mean time of one run inside its task, the speed-up of the parallel runs over running
-them one after the other (sum of the runs' own times / `execute_s`), and a resume of the complete sweep
-(`resume_s`: every run found complete, none run again).
+Timed: checking and expanding the sweep file (`plan_s`), the Tune experiment on a fresh local Ray instance
+with one trial per CPU (`execute_s`, Ray's start and the store's SparkSession included; `measure_s` of it in
+the store's Spark passes), and the ranking and outputs (`rank_s`). `wall_s` is their sum. Also: the mean time
+of one run inside its trial, the speed-up of the parallel runs over running them one after the other (sum of
+the runs' own times / `execute_s`), and a resume of the complete sweep (`resume_s`, ranking included: Tune
+restores the finished experiment, no run runs again).
 
 Run from the repository root: `python benchmarks/bench_sweep.py` (writes `benchmarks/results/sweep.json`).
 """
@@ -18,7 +19,6 @@ Run from the repository root: `python benchmarks/bench_sweep.py` (writes `benchm
 from __future__ import annotations
 
 import os
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -27,11 +27,9 @@ from typing import Any
 import yaml
 from common import command_line, environment, load_since, loadavg_1m, results_path, save_results
 
-from experiments.report.session import spark_session
-from experiments.sweep.execute import execute_sweep
 from experiments.sweep.expand import plan_sweep
-from experiments.sweep.results import build_results
 from experiments.sweep.spec import load_sweep
+from experiments.sweep.tuning import execute_sweep
 
 RESULTS = results_path("sweep")
 MASTER = "local[2]"
@@ -91,38 +89,30 @@ def run(seeds: int = 4, max_parallel: int | None = None) -> dict[str, Any]:
         plan = plan_sweep(load_sweep(write_sweep(Path(folder), seeds)))
         plan_s = time.perf_counter() - start
 
-        execution = execute_sweep(plan, out / "runs", max_parallel=max_parallel, progress=False)
+        execution, _ = execute_sweep(plan, out, max_parallel=max_parallel, master=MASTER, progress=False, rank=False)
         if execution.failed:
             raise RuntimeError(f"{len(execution.failed)} runs failed, e.g. {next(iter(execution.failed.items()))}")
 
         start = time.perf_counter()
-        spark = spark_session(MASTER)
-        spark_start_s = time.perf_counter() - start
-
-        start = time.perf_counter()
-        results = build_results(plan, out / "runs", out, spark=spark)
-        rank_s = time.perf_counter() - start
-
-        resume = execute_sweep(plan, out / "runs", progress=False)
-        run_seconds = list(execution.run_seconds.values())
+        resume, results = execute_sweep(plan, out, master=MASTER, progress=False)
+        resume_s = time.perf_counter() - start
     return {
-        "runs": len(plan.runs),
-        "configurations": len(plan.configurations),
+        "runs": plan.planned_runs,
+        "configurations": plan.candidates,
         "seeds": seeds,
         "brokers": BROKERS,
         "rounds": ROUNDS,
         "cpus": os.cpu_count(),
         "max_parallel": max_parallel,
         "master": MASTER,
-        "wall_s": plan_s + execution.wall_s + spark_start_s + rank_s,
+        "wall_s": plan_s + execution.wall_s + resume_s,
         "plan_s": plan_s,
         "execute_s": execution.wall_s,
-        "spark_start_s": spark_start_s,
-        "rank_s": rank_s,
-        "run_s_mean": statistics.mean(run_seconds),
-        "run_s_max": max(run_seconds),
-        "parallel_speedup": sum(run_seconds) / execution.wall_s,
-        "resume_s": resume.wall_s,
+        "measure_s": execution.measure_seconds,
+        "run_s_mean": execution.run_seconds / len(execution.ran),
+        "parallel_speedup": execution.run_seconds / execution.wall_s,
+        "resume_s": resume_s,
+        "resume_ran": len(resume.ran),
         "resume_skipped": len(resume.skipped),
         "best": results.summary["best"]["overrides"],
         "pareto_front": len(results.summary["pareto"]),
@@ -135,15 +125,15 @@ if __name__ == "__main__":
     command_line(__doc__).parse_args()
     result = run()
     print(
-        f"{result['runs']} runs ({result['configurations']} configurations x {result['seeds']} seeds, "
+        f"{result['runs']} runs ({result['configurations']} candidates x {result['seeds']} seeds, "
         f"{result['brokers']} brokers, {result['rounds']} rounds) on {result['cpus']} CPUs: "
         f"{result['wall_s']:.1f} s in all"
     )
     print(
-        f"  check and expand {result['plan_s']:.2f} s, runs {result['execute_s']:.1f} s "
-        f"(one run {result['run_s_mean']:.2f} s on average, {result['parallel_speedup']:.2f}x over one at a time), "
-        f"Spark start {result['spark_start_s']:.1f} s, metrics and ranking {result['rank_s']:.1f} s"
+        f"  check and expand {result['plan_s']:.2f} s, Tune {result['execute_s']:.1f} s (measuring "
+        f"{result['measure_s']:.1f} s; one run {result['run_s_mean']:.2f} s on average, "
+        f"{result['parallel_speedup']:.2f}x over one at a time)"
     )
-    print(f"  resume of the complete sweep: {result['resume_s']:.2f} s ({result['resume_skipped']} runs skipped)")
+    print(f"  resume and rank: {result['resume_s']:.1f} s ({result['resume_ran']} runs ran again)")
     print(f"  best: {result['best']}, {result['pareto_front']} on the Pareto front")
     save_results(RESULTS, result)

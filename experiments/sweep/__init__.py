@@ -1,9 +1,10 @@
-"""`quotalab sweep`: a grid or random search over scenario keys, run as Ray tasks and ranked by a Spark job.
+"""`quotalab sweep`: a grid, random or Optuna search over scenario keys, run on Ray Tune, ranked by a Spark job.
 
-The pipeline, one module per step: read and check the sweep file (spec.py), expand it into configurations and
-runs with stable ids (expand.py), run what is not already complete (execute.py), compute per-run metrics with
-the report module and rank the configurations in Spark (metrics.py, rank.py), write ranking.csv, runs.csv,
-sweep.json and report.html (results.py, figures.py, html.py).
+The pipeline, one module per step: read and check the sweep file (spec.py, search.py), expand it into
+candidates, conditions and runs with stable ids (expand.py), run each candidate as a Tune trial under every
+condition and seed (tuning.py, trial.py), its runs stored and measured on the driver's machine (store.py) and
+reduced to its score (aggregate.py, metrics.py), then rank the candidates in Spark (rank.py) and write
+ranking.csv, runs.csv, sweep.json and report.html (results.py, figures.py, html.py).
 """
 
 from __future__ import annotations
@@ -13,11 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-    from experiments.sweep.execute import ExecutionSummary
     from experiments.sweep.expand import SweepPlan
     from experiments.sweep.results import SweepResults
+    from experiments.sweep.tuning import ExecutionSummary
 
 __all__ = ["SweepOutcome", "default_out", "run_sweep"]
 
@@ -40,17 +39,15 @@ def run_sweep(
     address: str | None = None,
     max_parallel: int | None = None,
     master: str = "local[*]",
-    spark: SparkSession | None = None,
     progress: bool = True,
 ) -> SweepOutcome:
-    """Run the plan's runs into `out_dir/runs/` (those already complete are skipped), then rank them into
-    `out_dir` (see `results.build_results`). Failed runs are left out of the ranking and listed in sweep.json."""
+    """Run the plan's candidates as Tune trials into `out_dir/runs/` (a finished trial and a complete run are
+    not run again), then rank them into `out_dir` (see `results.build_results`)."""
     # Imported here, not at the top: the CLI imports this package to register `sweep`, and every other
     # subcommand would otherwise pay for loading ray, pyspark and matplotlib.
-    from experiments.sweep.execute import execute_sweep
-    from experiments.sweep.results import build_results
+    from experiments.sweep.tuning import execute_sweep
 
-    out = Path(out_dir)
-    execution = execute_sweep(plan, out / "runs", address=address, max_parallel=max_parallel, progress=progress)
-    results = build_results(plan, out / "runs", out, failed=execution.failed, spark=spark, master=master)
+    execution, results = execute_sweep(
+        plan, Path(out_dir), address=address, max_parallel=max_parallel, master=master, progress=progress
+    )
     return SweepOutcome(execution=execution, results=results)

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from experiments.sweep.expand import SweepPlan
 
 DESCRIPTION = """\
-Run a parameter sweep: a base scenario, seeds, and a grid or a random sample of scenario keys (see
-experiments/sweeps/ for examples). The whole file and every configuration are checked before anything runs.
-Runs execute in parallel as Ray tasks into DIR/runs/; a run already complete there is not run again, so an
-interrupted sweep resumes when the same command is run again. A Spark job then aggregates the metrics over
-seeds, ranks the configurations and marks the Pareto front: DIR/ranking.csv, DIR/runs.csv, DIR/sweep.json and
-DIR/report.html. The best configuration is printed as a scenario fragment. Exit status 1 if a run failed.
+Tune scenario keys: a base scenario, seeds, optional conditions every candidate must survive (e.g. report
+loss), and the knobs to choose, as a grid, a random sample or an Optuna search (see experiments/sweeps/ and
+docs/tuning.md). The whole file and every candidate are checked before anything runs. Each candidate is a Ray
+Tune trial that runs the scenario under every condition and seed into DIR/runs/ and scores it: the worst (or
+mean, `aggregate:`) of each objective over its runs. Running the same command again resumes the Tune
+experiment in DIR/tune/: finished candidates and complete runs are not run again. A Spark job then ranks the
+candidates and marks the Pareto front: DIR/ranking.csv, DIR/runs.csv, DIR/sweep.json and DIR/report.html. The
+best candidate's knobs are printed as a scenario fragment. Exit status 1 if a run failed.
 """
 
 
@@ -20,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `sweep` subcommand."""
     parser = subparsers.add_parser(
         "sweep",
-        help="run a grid or random sweep of scenario keys on Ray and rank the configurations (Spark)",
+        help="tune scenario keys on Ray Tune (grid, random or Optuna, under conditions) and rank them (Spark)",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -29,14 +34,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--address",
         metavar="RAY_ADDRESS",
-        help="Ray cluster to join, e.g. 'auto' or ray://host:10001; runs come back to DIR on this machine "
-        "(default: start a local Ray instance)",
+        help="Ray cluster to join, e.g. 'auto' on its head node; trials run on any node, runs come back to DIR "
+        "on this machine (default: start a local Ray instance)",
     )
     parser.add_argument(
-        "--max-parallel", type=_positive, metavar="N", help="runs in flight at once (default: the cluster's CPUs)"
+        "--max-parallel",
+        type=_positive,
+        metavar="N",
+        help="candidates (Tune trials) at once, each running its runs one after the other (default: the "
+        "cluster's CPUs; 1 makes an Optuna search reproducible)",
     )
     parser.add_argument(
-        "--master", default="local[*]", metavar="SPARK_MASTER", help="Spark master for the ranking (default: local[*])"
+        "--master",
+        default="local[*]",
+        metavar="SPARK_MASTER",
+        help="Spark master for the metrics and the ranking (default: local[*])",
     )
     parser.set_defaults(handler=run)
 
@@ -50,15 +62,13 @@ def run(args: argparse.Namespace) -> int:
 
     plan = plan_sweep(load_sweep(sweep_file(args.sweep)))
     out = args.out or default_out(plan.sweep.name)
-    print(
-        f"sweep {plan.sweep.name}: {len(plan.configurations)} configurations x {len(plan.sweep.seeds)} seeds = "
-        f"{len(plan.runs)} runs into {out / 'runs'}"
-    )
+    print(describe_plan(plan, out))
     outcome = run_sweep(plan, out, address=args.address, max_parallel=args.max_parallel, master=args.master)
     execution, summary = outcome.execution, outcome.results.summary
+    stopped = f", {len(execution.stopped_early)} candidates stopped early" if execution.stopped_early else ""
     print(
         f"ran {len(execution.ran)} runs in {execution.wall_s:.1f} s, {len(execution.skipped)} already complete, "
-        f"{len(execution.failed)} failed"
+        f"{len(execution.failed)} failed{stopped}"
     )
     print(describe_best(summary))
     print(summary["best"]["fragment"], end="")
@@ -66,17 +76,29 @@ def run(args: argparse.Namespace) -> int:
     return 1 if execution.failed else 0
 
 
+def describe_plan(plan: SweepPlan, out: Path) -> str:
+    """`sweep NAME: C candidates x K conditions x S seeds = R runs into DIR/runs (the search)`."""
+    sweep = plan.sweep
+    counts = f"{plan.candidates} candidates x {len(plan.conditions)} conditions x {len(sweep.seeds)} seeds"
+    search = {"grid": "grid", "random": "random sample", "optuna": "Optuna search"}[sweep.search.kind]
+    return f"sweep {sweep.name}: {counts} = {plan.planned_runs} runs into {out / 'runs'} ({search})"
+
+
 def describe_best(summary: dict[str, Any]) -> str:
-    """One comment line above the fragment: which configuration, and its objectives' means over seeds."""
+    """One comment line above the fragment: which candidate, and its objectives aggregated over its runs."""
     best = summary["best"]
     objectives = [*summary["objective"]["minimize"], *summary["objective"]["maximize"]]
-    means = ", ".join(f"{name} {_show(best['metrics'][name]['mean'])}" for name in objectives)
+    values = ", ".join(f"{name} {_show(best['metrics'][name]['mean'])}" for name in objectives)
     front = f"; {len(summary['pareto'])} on the Pareto front"
-    return f"# best of {len(summary['ranked'])} ({best['config_id']}, mean over {best['runs']} runs: {means}){front}"
+    over = f"{summary['aggregate']} over {best['runs']} runs"
+    return f"# best of {len(summary['ranked'])} ({best['config_id']}, {over}: {values}){front}"
 
 
 def _show(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4g}"
+    """A number as a person reads it: 4 significant digits, and 0 for a float's rounding dust (2.2e-16)."""
+    if value is None:
+        return "n/a"
+    return "0" if abs(value) < 1e-9 else f"{value:.4g}"
 
 
 def _positive(text: str) -> int:

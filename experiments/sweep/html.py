@@ -38,14 +38,15 @@ def render_sweep(summary: dict[str, Any], ranking: Ranking, objective: Objective
             "Best configuration",
             note(f"Rank 1 of {len(summary['ranked'])}. Paste into the base scenario:")
             + f"<pre>{escape(summary['best']['fragment'])}</pre>"
-            + html_table(["", "value"], facts, text_columns=2),
+            + html_table(["", "value"], facts, text_columns=2)
+            + _conditions(summary, objective),
         ),  # fmt: skip
         Section(
             "ranking",
             "Ranking",
             note(
-                f"{RANKING_RULE} Means over seeds ± sample standard deviation; overshoot and rounds over quota in "
-                "percent."
+                f"{RANKING_RULE} Objectives: the {summary['aggregate']} over every condition and seed ± the sample "
+                "standard deviation over the runs; overshoot and rounds over quota in percent."
             )
             + _ranking_table(ranking.table, objective, parameters),  # fmt: skip
         ),
@@ -90,6 +91,23 @@ def render_sweep(summary: dict[str, Any], ranking: Ranking, objective: Objective
     )
 
 
+def _conditions(summary: dict[str, Any], objective: Objective) -> str:
+    """The best candidate's objectives under each condition (its value over that condition's seeds)."""
+    if len(summary["conditions"]) < 2:
+        return ""
+    values = summary["best"]["conditions"]
+    rows = [
+        [condition_id, _value(keys), *[show(name, values[condition_id][name]) for name in objective.names]]
+        for condition_id, keys in summary["conditions"].items()
+    ]
+    header = ["condition", "keys", *(name.replace("_", " ") for name in objective.names)]
+    return (
+        "<h3>Under each condition</h3>"
+        + note(f"The best candidate's objectives under each condition: the {summary['aggregate']} over its seeds.")
+        + html_table(header, rows, text_columns=2)
+    )
+
+
 def _lead(summary: dict[str, Any], objective: Objective) -> str:
     """The best configuration in one sentence, with its objectives."""
     best = summary["best"]
@@ -98,8 +116,8 @@ def _lead(summary: dict[str, Any], objective: Objective) -> str:
     front = len(summary["pareto"])
     return (
         f"<strong>Best of {len(summary['ranked'])} configurations: {escape(settings)}</strong> ({escape(scores)}; "
-        f"means over {best['runs']} run(s)). {front} configuration{'s are' if front != 1 else ' is'} on the Pareto "
-        "front."
+        f"{summary['aggregate']} over {best['runs']} run(s)). {front} configuration{'s are' if front != 1 else ' is'} "
+        "on the Pareto front."
     )
 
 

@@ -1,7 +1,9 @@
-"""The per-run scores a sweep ranks by, read from one run's entry of the report's `summary.json`.
+"""The per-run scores a sweep ranks by, from the report's per-group scores, rounds to converge and bandwidth.
 
-The report module (`experiments.report`) computes every metric; this module only reduces a run's groups and
-events to one number per metric (no Spark here, so the sweep file can be checked without starting a JVM):
+The report module's Spark transforms (`experiments.report.metrics`) compute every group's scores and every
+event's rounds to converge (`rank.collect_run_metrics` runs them); this module only reduces a run's groups and
+events to one number per metric, as the report's comparison table pools them (no Spark here, so the sweep file
+can be checked without starting a JVM):
 
 - `rounds_to_converge`: the mean over the run's groups and events (the start included) of the rounds to
   converge, where an event after which the group never converged counts as the run's number of rounds, which
@@ -19,6 +21,7 @@ configuration with no value as the worst on that objective.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 # name -> its definition, as the sweep's report.html states it
@@ -37,22 +40,30 @@ METRICS = {
 }
 
 
-def run_metrics(run: dict[str, Any]) -> dict[str, float | None]:
-    """One run of `summary.json` (`experiments.report.summary.build_summary`) -> {metric: value}."""
-    overall = run["overall"]
-    waits = [
-        float(run["rounds"]) if event["rounds_to_converge"] is None else float(event["rounds_to_converge"])
-        for group in run["groups"]
-        for event in group["events"]
-    ]
+def run_metrics(
+    rounds: int,
+    groups: Sequence[Mapping[str, Any]],
+    waits: Sequence[int | None],
+    traffic: Mapping[str, Any],
+) -> dict[str, float | None]:
+    """One run's metrics from its number of rounds, its groups' scores (`peak_overshoot`, `rounds_over_quota`,
+    `utilization`, `jain`, `fairness_error`: null when undefined), the rounds to converge after each (group,
+    event) (None: never) and its bandwidth per round."""
+    converge = [float(rounds) if wait is None else float(wait) for wait in waits]
+    peaks = [group["peak_overshoot"] for group in groups if group["peak_overshoot"] is not None]
     return {
-        "rounds_to_converge": sum(waits) / len(waits) if waits else None,
-        "events_not_converged": float(overall["events_not_converged"]),
-        "peak_overshoot": overall["peak_overshoot"],
-        "rounds_over_quota": overall["rounds_over_quota"],
-        "utilization": overall["utilization"],
-        "jain": overall["jain"],
-        "fairness_error": overall["fairness_error"],
-        "bytes_published_per_round": run["bytes_published_per_round"],
-        "bytes_delivered_per_round": run["bytes_delivered_per_round"],
+        "rounds_to_converge": sum(converge) / len(converge) if converge else None,
+        "events_not_converged": float(sum(wait is None for wait in waits)),
+        "peak_overshoot": max(peaks, default=None),
+        "rounds_over_quota": _mean(group["rounds_over_quota"] for group in groups),
+        "utilization": _mean(group["utilization"] for group in groups),
+        "jain": _mean(group["jain"] for group in groups),
+        "fairness_error": _mean(group["fairness_error"] for group in groups),
+        "bytes_published_per_round": traffic.get("bytes_published_per_round"),
+        "bytes_delivered_per_round": traffic.get("bytes_delivered_per_round"),
     }
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    known = [value for value in values if value is not None]
+    return sum(known) / len(known) if known else None

@@ -1,21 +1,23 @@
-"""The Spark job of a sweep: per-run metrics, aggregated over seeds per configuration, ranked, Pareto front.
+"""The Spark job of a sweep: the candidates ranked, the Pareto front, and each knob's effect.
 
-Per run, the report module computes every metric from the telemetry (`experiments.report`); `metrics.run_metrics`
-reduces it to one number per metric. Then, in Spark:
+Per run, the report module computes every metric from the telemetry (`experiments.report`, called by
+`collect_run_metrics`); `metrics.run_metrics` reduces it to one number per metric, and `aggregate.score`
+reduces a candidate's runs (every condition and seed) to its score: `<metric>_mean`, the aggregated value
+(worst or mean, as the sweep says), and `<metric>_std`. Then, in Spark:
 
-- aggregate: per configuration, the mean and the sample standard deviation over its seeds of every metric
-  (std is null with one seed);
-- rank: on each objective, a configuration's rank is 1 + the number of configurations strictly better on its
-  mean (ties share a rank); normalized to [0, 1] as (rank - 1) / (configurations - 1). The score is the sum of
-  the normalized ranks over the objectives, lower is better, and the ranking orders by score, then by
-  configuration id (the sweep file's order). Ranks, unlike raw means, put objectives measured in rounds,
-  fractions and bytes on one scale, and one extreme value cannot outweigh the others;
-- Pareto front: a configuration is on it when no other configuration is at least as good on every objective
-  and strictly better on one (comparing means).
+- rank: on each objective, a candidate's rank is 1 + the number of candidates strictly better on its
+  aggregated value (ties share a rank); normalized to [0, 1] as (rank - 1) / (candidates - 1). The score is the
+  sum of the normalized ranks over the objectives, lower is better, and the ranking orders by score, then by
+  candidate id (the sweep's order). Ranks, unlike raw values, put objectives measured in rounds, fractions and
+  bytes on one scale, and one extreme value cannot outweigh the others;
+- Pareto front: a candidate is on it when no other candidate is at least as good on every objective and
+  strictly better on one (comparing aggregated values);
+- effects: per knob and value, the mean and std of each metric over every run with that value.
 
-A mean that is null (the metric undefined in every seed) counts as the worst possible value on its objective,
-both for ranks and for the front. Ranks and the front both come from one self-join of the configurations,
-every pair compared once per objective: configurations are few (hundreds at most), so the pairs are too.
+An aggregated value that is null (the metric undefined in every run) counts as the worst possible value on its
+objective, both for ranks and for the front. Ranks and the front both come from one self-join of the
+candidates, every pair compared once per objective: candidates are few (thousands at most), so the pairs are
+too.
 """
 
 from __future__ import annotations
@@ -33,77 +35,106 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from experiments.report import metrics as report_metrics
 from experiments.report.load import load_runs
-from experiments.report.summary import build_summary, collect_results
 from experiments.sweep.metrics import METRICS, run_metrics
 from experiments.sweep.spec import Objective
 
 PER_RUN_SCHEMA = T.StructType(
     [
         T.StructField("run_id", T.StringType()),
-        T.StructField("config_id", T.StringType()),
-        T.StructField("seed", T.IntegerType()),
         T.StructField("params", T.MapType(T.StringType(), T.StringType())),  # dotted key -> JSON of its value
         *[T.StructField(name, T.DoubleType()) for name in METRICS],
     ]
 )
 RANKING_RULE = (
-    "score = sum over the objectives of (rank - 1) / (configurations - 1), where rank is 1 + the number of "
-    "configurations with a strictly better mean over seeds; lower is better; ties by configuration id. "
-    "A null mean counts as the worst value."
+    "score = sum over the objectives of (rank - 1) / (candidates - 1), where rank is 1 + the number of "
+    "candidates with a strictly better aggregated value; lower is better; ties by candidate id. "
+    "A null value counts as the worst."
 )
 
 
 @dataclass(frozen=True)
 class Ranking:
-    """The collected results: `table` one row per configuration in rank order, `effects` one row per
-    (parameter, value), `per_run` one row per run."""
+    """The collected results: `table` one row per candidate in rank order, `effects` one row per
+    (knob, value), `per_run` one row per run."""
 
-    # rank, config_id, <parameter>..., <objective>_rank, score, on_pareto_front, runs, <metric>_mean and _std
+    # rank, config_id, <knob>..., <objective>_rank, score, on_pareto_front, runs, <metric>_mean and _std
     table: pd.DataFrame
     effects: pd.DataFrame  # parameter, value (JSON), runs, <metric>_mean/_std
-    per_run: pd.DataFrame  # run_id, config_id, seed, <parameter>..., <metric>...
+    per_run: pd.DataFrame  # run_id, config_id, condition_id, <condition key>..., seed, <knob>..., <metric>...
 
 
 def collect_run_metrics(spark: SparkSession, run_dirs: list[Path]) -> dict[str, dict[str, float | None]]:
-    """run_id -> metrics, computed by the report module's Spark jobs (`summary.json`'s numbers)."""
+    """run_id -> metrics. The report module's transforms, only those the metrics need (each group's scores, the
+    rounds to converge, the bandwidth: three small collects over all the runs at once, where the full report
+    collects a dozen tables), then `metrics.run_metrics`."""
     runs = load_runs(spark, run_dirs)
-    summary = build_summary(runs.manifests, collect_results(runs))
-    return {run["run_id"]: run_metrics(run) for run in summary["runs"]}
+    per_round = report_metrics.group_rounds(report_metrics.broker_rounds(runs.rounds)).persist()
+    try:
+        groups = _records(report_metrics.group_summary(per_round))
+        convergence = _records(report_metrics.convergence(per_round, runs.events))
+    finally:
+        per_round.unpersist()
+    traffic = _records(report_metrics.run_bandwidth(report_metrics.bandwidth_per_round(runs.messages)))
+    by_run = {run_id: {"groups": [], "waits": [], "traffic": {}} for run_id in runs.manifests}
+    for row in groups:
+        by_run[row["run_id"]]["groups"].append(row)
+    for row in convergence:
+        by_run[row["run_id"]]["waits"].append(row["rounds_to_converge"])
+    for row in traffic:
+        by_run[row["run_id"]]["traffic"] = row
+    return {
+        run_id: run_metrics(int(manifest.get("rounds_completed", 0)), **by_run[run_id])
+        for run_id, manifest in runs.manifests.items()
+    }
+
+
+def _records(frame: DataFrame) -> list[dict[str, Any]]:
+    """A small result as rows, a null or non-finite number as None (as `summary.json` writes it)."""
+    return [
+        {key: None if isinstance(value, float) and not math.isfinite(value) else value for key, value in row.items()}
+        for row in (row.asDict() for row in frame.collect())
+    ]
 
 
 def per_run_frame(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:
-    """Rows `{run_id, config_id, seed, params: {dotted key: value}, <metric>: float | None}` as a DataFrame;
-    a metric missing from a row is null."""
+    """Rows `{run_id, params: {dotted key: value}, <metric>: float | None}` as a DataFrame; a metric missing
+    from a row is null."""
     records = [
         (
             row["run_id"],
-            row["config_id"],
-            int(row["seed"]),
             {key: json.dumps(value) for key, value in row["params"].items()},
-            *[None if row.get(name) is None else float(row[name]) for name in METRICS],
+            *[_double(row.get(name)) for name in METRICS],
         )
         for row in rows
     ]
     return spark.createDataFrame(records, PER_RUN_SCHEMA)
 
 
-def aggregate(per_run: DataFrame) -> DataFrame:
-    """Per configuration: runs, and the mean and sample std over seeds of each metric."""
-    return per_run.groupBy("config_id").agg(*_runs_mean_std()).select("config_id", *_STATISTICS)
-
-
 def _runs_mean_std() -> list[Column]:
-    """The aggregates of `_STATISTICS`: the number of runs, then each metric's mean and sample std."""
+    """The number of runs, then each metric's mean and sample std."""
     spread = [(F.avg(name).alias(f"{name}_mean"), F.stddev_samp(name).alias(f"{name}_std")) for name in METRICS]
     return [F.count("run_id").alias("runs"), *[column for pair in spread for column in pair]]
 
 
 _STATISTICS = ["runs", *[f"{name}_{statistic}" for name in METRICS for statistic in ("mean", "std")]]
+CANDIDATE_SCHEMA = T.StructType(
+    [
+        T.StructField("config_id", T.StringType()),
+        T.StructField("runs", T.LongType()),
+        *[T.StructField(name, T.DoubleType()) for name in _STATISTICS[1:]],
+    ]
+)
+
+
+def _double(value: float | None) -> float | None:
+    """A value as Spark's DoubleType takes it: null stays null (a NaN would compare above every number)."""
+    return None if value is None or value != value else float(value)
 
 
 def rank(aggregated: DataFrame, objective: Objective) -> DataFrame:
-    """Per configuration: each objective's rank, the score and whether it is on the Pareto front (see module doc)."""
+    """Per candidate: each objective's rank, the score and whether it is on the Pareto front (see module doc)."""
     names = objective.names
 
     def worst_if_null(name: str) -> Column:
@@ -141,8 +172,8 @@ def rank(aggregated: DataFrame, objective: Objective) -> DataFrame:
 
 
 def parameter_effects(per_run: DataFrame) -> DataFrame:
-    """Per swept parameter and value: runs, and the mean and std of each metric over every run with that value
-    (pooled over the other parameters and the seeds): each parameter's effect on each metric."""
+    """Per knob and value: runs, and the mean and std of each metric over every run with that value (pooled
+    over the other knobs, the conditions and the seeds): each knob's effect on each metric."""
     return (
         per_run.select(F.explode("params").alias("parameter", "value"), "run_id", *METRICS)
         .groupBy("parameter", "value")
@@ -151,30 +182,33 @@ def parameter_effects(per_run: DataFrame) -> DataFrame:
     )
 
 
-def rank_sweep(spark: SparkSession, rows: list[dict[str, Any]], objective: Objective) -> Ranking:
-    """Aggregate, rank and find the front over per-run rows (see `per_run_frame`); collect the small results."""
-    per_run = per_run_frame(spark, rows).persist()  # read by the aggregation and the effects
-    try:
-        aggregated = aggregate(per_run)
-        table = (
-            rank(aggregated, objective)
-            .join(aggregated, on="config_id", how="inner")
-            .orderBy("score", "config_id")
-            .toPandas()
-        )
-        effects = parameter_effects(per_run).orderBy("parameter", "value").toPandas()
-    finally:
-        per_run.unpersist()
+def rank_sweep(
+    spark: SparkSession, candidates: list[dict[str, Any]], runs: list[dict[str, Any]], objective: Objective
+) -> Ranking:
+    """Rank the candidates and find the front; each knob's effect over the runs; collect the small results.
+
+    `candidates`: `{config_id, params: {knob: value}, runs, <metric>_mean, <metric>_std}` (`aggregate.score`);
+    `runs`: `{run_id, config_id, condition_id, condition: {key: value}, seed, params, <metric>...}`."""
+    records = [
+        (row["config_id"], int(row["runs"]), *[_double(row.get(name)) for name in _STATISTICS[1:]])
+        for row in candidates
+    ]
+    aggregated = spark.createDataFrame(records, CANDIDATE_SCHEMA)
+    table = rank(aggregated, objective).join(aggregated, on="config_id", how="inner").orderBy("score", "config_id")
+    table = table.toPandas()
+    effects = parameter_effects(per_run_frame(spark, runs)).orderBy("parameter", "value").toPandas()
     table.insert(0, "rank", range(1, len(table) + 1))
-    params = {row["config_id"]: row["params"] for row in rows}
+    params = {row["config_id"]: row["params"] for row in candidates}
     for position, key in enumerate(dict.fromkeys(key for values in params.values() for key in values), start=2):
         table.insert(position, key, [params[config_id].get(key) for config_id in table["config_id"]])
     per_run_table = pd.DataFrame(
         [
-            {"run_id": row["run_id"], "config_id": row["config_id"], "seed": row["seed"]}
+            {"run_id": row["run_id"], "config_id": row["config_id"], "condition_id": row["condition_id"]}
+            | row["condition"]
+            | {"seed": row["seed"]}
             | row["params"]
             | {name: row.get(name) for name in METRICS}
-            for row in rows
+            for row in runs
         ]
     )
     return Ranking(table=table, effects=effects, per_run=per_run_table)

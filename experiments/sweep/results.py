@@ -1,15 +1,21 @@
-"""From a sweep's complete runs to its outputs: `ranking.csv`, `runs.csv`, `sweep.json` and `report.html`.
+"""From a sweep's measured runs to its outputs: `ranking.csv`, `runs.csv`, `sweep.json` and `report.html`.
 
-`sweep.json`: `name`, `description`, `sweep_file`, `base`, `search`, `parameters`, `seeds`, `fixed`,
-`objective`, `ranking_rule`, `configurations` (how many were planned), `runs` (`planned`, `complete`,
-`failed`: run id -> error line), `ranked` (one entry per configuration with at least one complete run, in rank
-order), `best` (the first of them, plus `fragment`: its overrides as scenario YAML), `pareto` (the entries on
-the front, in rank order) and `unranked` (configurations without any complete run). An entry: `rank`,
-`config_id`, `overrides`, `runs`, `score`, `on_pareto_front`, `ranks` (objective -> rank), `metrics`
-(metric -> `{mean, std}`).
+A candidate is ranked when every one of its runs (each condition x each seed) is complete and measured: with
+a run missing, its worst case is unknown. Its score is `aggregate.score` over those runs, the same numbers its
+trial reported to Tune.
 
-`ranking.csv`: the ranking's table (one row per configuration, one column per swept key); `runs.csv`: every
-complete run's metrics.
+`sweep.json`: `name`, `description`, `sweep_file`, `base`, `search`, `parameters` (the knobs), `conditions`
+(`condition_id` -> the keys it sets), `aggregate`, `seeds`, `fixed`, `objective`, `ranking_rule`,
+`configurations` (how many candidates were planned, or proposed by Optuna), `runs` (`planned`, `complete`,
+`failed`: run id -> error line), `ranked` (one entry per ranked candidate, in rank order), `best` (the first of
+them, plus `fragment`: its knobs as scenario YAML), `pareto` (the entries on the front, in rank order) and
+`unranked` (`config_id`, `overrides`, `reason`). An entry: `rank`, `config_id`, `overrides` (its knobs only),
+`runs`, `score`, `on_pareto_front`, `ranks` (objective -> rank), `metrics` (metric -> `{mean, std}`: `mean` is
+the aggregated value) and `conditions` (condition id -> objective -> its value over that condition's seeds).
+
+`ranking.csv`: one row per ranked candidate, one column per knob; `runs.csv`: every measured run of a ranked
+candidate, with its condition's keys and its metrics. The run directories keep each run's metrics in their
+`sweep-run.json`.
 """
 
 from __future__ import annotations
@@ -18,18 +24,21 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from pyspark.sql import SparkSession
 
 from experiments.errors import UserError
-from experiments.report.session import spark_session
-from experiments.sweep.execute import is_complete, run_record
-from experiments.sweep.expand import SweepPlan, fragment
+from experiments.sweep import aggregate
+from experiments.sweep.expand import Configuration, SweepPlan, fragment
 from experiments.sweep.html import render_sweep
 from experiments.sweep.metrics import METRICS
-from experiments.sweep.rank import RANKING_RULE, Ranking, collect_run_metrics, rank_sweep
+from experiments.sweep.rank import RANKING_RULE, Ranking, rank_sweep
+from experiments.sweep.store import run_record
+
+if TYPE_CHECKING:
+    from experiments.sweep.store import RunStore
 
 
 @dataclass(frozen=True)
@@ -41,82 +50,120 @@ class SweepResults:
 
 def build_results(
     plan: SweepPlan,
-    runs_dir: Path,
+    candidates: list[Configuration],
+    store: RunStore,
     out_dir: Path,
     *,
+    spark: SparkSession,
     failed: dict[str, str] | None = None,
-    spark: SparkSession | None = None,
-    master: str = "local[*]",
+    stopped_early: tuple[str, ...] = (),
 ) -> SweepResults:
-    """Rank the configurations over the complete runs found in `runs_dir` and write the outputs to `out_dir`.
+    """Rank the candidates whose runs are all measured in `store` and write the outputs to `out_dir`.
 
-    `failed` (run id -> error line) is recorded in sweep.json and on the page. Uses `spark` when given, else
-    the shared session on `master`.
-    """
-    complete = [run for run in plan.runs if is_complete(runs_dir / run.run_id, run_record(plan, run))]
-    if not complete:
-        raise UserError(f"{runs_dir}: no complete run of sweep {plan.sweep.name!r} to rank")
-    session = spark or spark_session(master)
-    metrics = collect_run_metrics(session, [runs_dir / run.run_id for run in complete])
-    rows = [
-        {"run_id": run.run_id, "config_id": run.config_id, "seed": run.seed, "params": run.overrides}
-        | metrics[run.run_id]
-        for run in complete
-    ]
-    ranking = rank_sweep(session, rows, plan.sweep.objective)
-    summary = sweep_summary(plan, ranking, len(complete), failed or {})
+    `failed` (run id -> error line) is recorded in sweep.json and on the page; `stopped_early` names the
+    candidates `stop_early` stopped after their first condition."""
+    sweep = plan.sweep
+    scored, run_rows, unranked = [], [], []
+    for config in candidates:
+        runs = plan.runs(config)
+        measured = {run.run_id: store.done(run_record(plan, run)) for run in runs}
+        missing = [run_id for run_id, metrics in measured.items() if metrics is None]
+        if missing:
+            reason = "stopped after its first condition" if config.config_id in stopped_early else None
+            reason = reason or f"{len(missing)} of {len(runs)} runs not complete"
+            unranked.append({"config_id": config.config_id, "overrides": config.overrides, "reason": reason})
+            continue
+        pairs = [(run.condition.condition_id, measured[run.run_id]) for run in runs]
+        scored.append(
+            {"config_id": config.config_id, "params": config.overrides, "runs": len(runs)}
+            | aggregate.score([metrics for _, metrics in pairs], sweep.objective, sweep.aggregate)
+            | {"conditions": aggregate.by_condition(pairs, sweep.objective, sweep.aggregate)}
+        )
+        run_rows += [
+            {
+                "run_id": run.run_id,
+                "config_id": config.config_id,
+                "condition_id": run.condition.condition_id,
+                "condition": run.condition.overrides,
+                "seed": run.seed,
+                "params": config.overrides,
+            }
+            | measured[run.run_id]
+            for run in runs
+        ]
+    if not scored:
+        raise UserError(f"{store.runs_dir}: no candidate of sweep {sweep.name!r} has all its runs complete to rank")
+    ranking = rank_sweep(spark, scored, run_rows, sweep.objective)
+    summary = sweep_summary(plan, len(candidates), ranking, scored, unranked, failed or {})
 
     out_dir.mkdir(parents=True, exist_ok=True)
     _csv_ready(ranking.table).to_csv(out_dir / "ranking.csv", index=False)
     _csv_ready(ranking.per_run).to_csv(out_dir / "runs.csv", index=False)
     (out_dir / "sweep.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     report = out_dir / "report.html"
-    report.write_text(render_sweep(summary, ranking, plan.sweep.objective, list(plan.sweep.parameters)))
+    report.write_text(render_sweep(summary, ranking, sweep.objective, list(sweep.parameters)))
     return SweepResults(summary=summary, ranking=ranking, report=report)
 
 
-def sweep_summary(plan: SweepPlan, ranking: Ranking, complete: int, failed: dict[str, str]) -> dict[str, Any]:
+def sweep_summary(
+    plan: SweepPlan,
+    candidates: int,
+    ranking: Ranking,
+    scored: list[dict[str, Any]],
+    unranked: list[dict[str, Any]],
+    failed: dict[str, str],
+) -> dict[str, Any]:
     """`sweep.json` (see the module docstring)."""
     sweep = plan.sweep
-    overrides = {config.config_id: config.overrides for config in plan.configurations}
-    ranked = [
-        _entry(row, overrides[row["config_id"]], sweep.objective.names) for row in ranking.table.to_dict("records")
-    ]
-    search = f"grid of {len(plan.configurations)} configurations"
-    if sweep.random is not None:
-        drawn = f"{len(plan.configurations)} distinct of {sweep.random.samples} samples"
-        search = f"random: {drawn}, seed {sweep.random.seed}"
+    by_id = {row["config_id"]: row for row in scored}
+    ranked = [_entry(row, by_id[row["config_id"]], sweep.objective.names) for row in ranking.table.to_dict("records")]
     return {
         "name": sweep.name,
         "description": sweep.description,
         "sweep_file": sweep.source,
         "base": str(sweep.base),
-        "search": search,
+        "search": describe_search(plan, candidates),
         "parameters": list(sweep.parameters),
+        "conditions": {condition.condition_id or "all": condition.overrides for condition in plan.conditions},
+        "aggregate": sweep.aggregate,
         "seeds": list(sweep.seeds),
         "fixed": sweep.fixed,
         "objective": {"minimize": list(sweep.objective.minimize), "maximize": list(sweep.objective.maximize)},
         "ranking_rule": RANKING_RULE,
-        "configurations": len(plan.configurations),
-        "runs": {"planned": len(plan.runs), "complete": complete, "failed": failed},
+        "configurations": candidates,
+        "runs": {"planned": plan.planned_runs, "complete": len(ranking.per_run), "failed": failed},
         "best": {**ranked[0], "fragment": fragment(ranked[0]["overrides"])},
         "pareto": [entry for entry in ranked if entry["on_pareto_front"]],
         "ranked": ranked,
-        "unranked": [config_id for config_id in overrides if config_id not in set(ranking.table["config_id"])],
+        "unranked": unranked,
     }
 
 
-def _entry(row: dict[str, Any], overrides: dict[str, Any], objectives: tuple[str, ...]) -> dict[str, Any]:
+def describe_search(plan: SweepPlan, candidates: int) -> str:
+    search = plan.sweep.search
+    if search.kind == "grid":
+        return f"grid of {candidates} configurations"
+    if search.kind == "random":
+        return f"random: {candidates} distinct of {search.samples} samples, seed {search.seed}"
+    sampler = "TPE" if len(plan.sweep.objective.names) == 1 else "TPE multi-objective"
+    return f"optuna ({sampler}): {candidates} of {search.samples} samples, seed {search.seed}"
+
+
+def _entry(row: dict[str, Any], scored: dict[str, Any], objectives: tuple[str, ...]) -> dict[str, Any]:
     return {
         "rank": int(row["rank"]),
         "config_id": row["config_id"],
-        "overrides": overrides,
+        "overrides": scored["params"],
         "runs": int(row["runs"]),
         "score": _number(row["score"]),
         "on_pareto_front": bool(row["on_pareto_front"]),
         "ranks": {name: int(row[f"{name}_rank"]) for name in objectives},
         "metrics": {
             name: {"mean": _number(row[f"{name}_mean"]), "std": _number(row[f"{name}_std"])} for name in METRICS
+        },
+        "conditions": {
+            condition_id or "all": {name: _number(value) for name, value in values.items()}
+            for condition_id, values in scored["conditions"].items()
         },
     }
 

@@ -1,4 +1,5 @@
-"""The Spark ranking on hand-built per-run results whose aggregates, ranks and Pareto front are worked out by hand."""
+"""The Spark ranking on hand-built per-run results whose aggregates, ranks and Pareto front are worked out by hand
+(the candidates aggregated over their seeds by `aggregate.score`, with `mean` unless a test says otherwise)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import math
 
 import pytest
 
-from experiments.sweep.rank import rank_sweep
+from experiments.sweep import aggregate
+from experiments.sweep.rank import Ranking
+from experiments.sweep.rank import rank_sweep as rank_candidates
 from experiments.sweep.spec import Objective
 
 pytestmark = [
@@ -21,11 +24,25 @@ def run(config: str, seed: int, p: int, rounds: float, jain: float | None) -> di
     return {
         "run_id": f"{config}-s{seed}",
         "config_id": config,
+        "condition_id": "",
+        "condition": {},
         "seed": seed,
         "params": {"p": p},
         "rounds_to_converge": rounds,
         "jain": jain,
     }
+
+
+def rank_sweep(spark, runs: list[dict], objective: Objective, how: str = "mean") -> Ranking:
+    """Each candidate's runs aggregated as a sweep does, then ranked."""
+    grouped: dict[str, list[dict]] = {}
+    for row in runs:
+        grouped.setdefault(row["config_id"], []).append(row)
+    candidates = [
+        {"config_id": config_id, "params": rows[0]["params"], "runs": len(rows)} | aggregate.score(rows, objective, how)
+        for config_id, rows in grouped.items()
+    ]
+    return rank_candidates(spark, candidates, runs, objective)
 
 
 # (rounds_to_converge, jain) per seed; means:   A (3, 0.9)   B (1, 0.8)   C (5, 0.85)   D (3, 0.8)
@@ -115,8 +132,8 @@ def test_a_single_configuration_ranks_first_on_the_front(spark):
 def test_rounds_over_quota_is_an_objective_ranked_lower_first(spark):
     # means over two seeds: p 0.1 (0.05 and 0.15), q 0.02, r 0.3; overshoot ties except r
     runs = [
-        {"run_id": f"{config}-s{seed}", "config_id": config, "seed": seed, "params": {"p": 1}}
-        | {"rounds_over_quota": share, "peak_overshoot": overshoot}
+        {"run_id": f"{config}-s{seed}", "config_id": config, "condition_id": "", "condition": {}, "seed": seed}
+        | {"params": {"p": 1}, "rounds_over_quota": share, "peak_overshoot": overshoot}
         for config, seed, share, overshoot in [
             ("cfg-p", 1, 0.05, 0.2),
             ("cfg-p", 2, 0.15, 0.2),
@@ -133,3 +150,12 @@ def test_rounds_over_quota_is_an_objective_ranked_lower_first(spark):
     # q: 0 + 1/2, p: 1/2 + 1/2, r: 1 + 0 -> q first, then p and r tied on 1 (by id)
     assert table.sort_values("rank").index.tolist() == ["cfg-q", "cfg-p", "cfg-r"]
     assert table["on_pareto_front"].to_dict() == {"cfg-q": True, "cfg-p": False, "cfg-r": True}
+
+
+def test_worst_case_aggregation_changes_the_winner(spark):
+    # A converges in 3 rounds on average but once took 4; D always takes 3 -> by the worst case D beats A on rounds
+    table = rank_sweep(spark, RUNS, OBJECTIVE, how="worst").table.set_index("config_id")
+    assert table.loc["cfg-a", "rounds_to_converge_mean"] == 4.0 and table.loc["cfg-d", "rounds_to_converge_mean"] == 3
+    assert table.loc["cfg-d", "jain_mean"] == pytest.approx(0.7)  # the worst of 0.9 and 0.7
+    assert table.loc["cfg-a", "rounds_to_converge_std"] == pytest.approx(math.sqrt(2))  # std stays over the runs
+    assert table["rounds_to_converge_rank"].to_dict() == {"cfg-b": 1, "cfg-d": 2, "cfg-a": 3, "cfg-c": 4}

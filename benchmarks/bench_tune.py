@@ -42,7 +42,16 @@ from typing import Any
 
 import ray
 import yaml
-from common import ROOT, command_line, environment, load_since, loadavg_1m, results_path, save_results
+from common import (
+    ROOT,
+    command_line,
+    environment,
+    load_since,
+    loadavg_1m,
+    replace_marked,
+    results_path,
+    save_results,
+)
 from matplotlib.figure import Figure
 
 from actors.backends import init_ray
@@ -55,6 +64,7 @@ from experiments.sweep.tuning import execute_sweep
 RESULTS = results_path("tune")
 FIGURE = ROOT / "docs" / "figures" / "tune-best-so-far.png"
 DOC = ROOT / "docs" / "tuning.md"
+README = ROOT / "README.md"  # its `tune-safe` section: the shipped tuning example's result and time
 SWEEPS = ROOT / "experiments" / "sweeps"
 OBJECTIVE = "peak_overshoot"
 STEAL_FRACTIONS = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
@@ -284,19 +294,25 @@ def render_docs(results: dict[str, Any]) -> None:
         )
     safe = results.get("safe")
     if safe:
-        load = safe["loadavg_1m"]
-        lines.append(
-            f"\n`tune-safe.yaml` on 2 cores: **{safe['wall_s'] / 60:.1f} min** from the file to report.html "
-            f"({safe['candidates']} candidates, {safe['runs']} runs; {safe['stopped_early']} stopped early, which "
-            f"saved {safe['runs_saved']} runs; "
-            f"load {load['before']:.1f} before, {load['after']:.1f} after). Best: {_knobs(safe['best']['knobs'])}; "
-            + ", ".join(f"{name} {value:.3g}" for name, value in safe["best"]["objectives"].items())
-            + f" (worst over its runs); {safe['pareto']} candidates on the Pareto front."
-        )
+        lines.append("\n" + safe_summary(safe))
+        replace_marked(README, "tune-safe", safe_summary(safe))
     text = DOC.read_text()
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     DOC.write_text(f"{head}{BEGIN}\n{chr(10).join(lines)}\n{END}{tail}")
+
+
+def safe_summary(safe: dict[str, Any]) -> str:
+    """`tune-safe.yaml`'s measured run in one paragraph (docs/tuning.md and the README quote it)."""
+    load = safe["loadavg_1m"]
+    return (
+        f"`tune-safe.yaml` on 2 cores: **{safe['wall_s'] / 60:.1f} min** from the file to report.html "
+        f"({safe['candidates']} candidates, {safe['runs']} runs; {safe['stopped_early']} stopped early, which "
+        f"saved {safe['runs_saved']} runs; load {load['before']:.1f} before, {load['after']:.1f} after). Best: "
+        f"{_knobs(safe['best']['knobs'])}; "
+        + ", ".join(f"{name} {value:.3g}" for name, value in safe["best"]["objectives"].items())
+        + f" (worst over its runs); {safe['pareto']} candidates on the Pareto front."
+    )
 
 
 def _knobs(knobs: dict[str, Any]) -> str:

@@ -3,7 +3,9 @@ README's embedding snippet runs as written."""
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -76,14 +78,24 @@ def test_the_policies_quality_tables_are_the_saved_results():
     assert section.split("<!-- quality:end -->")[0].strip() == saved
 
 
-def test_the_readme_quotes_the_saved_worst_rounds():
-    import json
-    import sys
+def _readme_section(name: str) -> str:
+    section = (ROOT / "README.md").read_text().split(f"<!-- {name}:begin -->")[1]
+    return " ".join(section.split(f"<!-- {name}:end -->")[0].split())
 
+
+def _saved(name: str) -> dict:
+    return json.loads((ROOT / "benchmarks" / "results" / f"{name}.json").read_text())
+
+
+def test_the_readme_quotes_the_saved_worst_rounds():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_quality import worst_summary
 
-    saved = json.loads((ROOT / "benchmarks" / "results" / "quality.json").read_text())
-    section = (ROOT / "README.md").read_text().split("<!-- quality-summary:begin -->")[1]
-    quoted = " ".join(section.split("<!-- quality-summary:end -->")[0].split())
-    assert quoted == " ".join(worst_summary(saved["by_loss"]).split())
+    assert _readme_section("quality-summary") == " ".join(worst_summary(_saved("quality")["by_loss"]).split())
+
+
+def test_the_readme_quotes_the_saved_tuning_run():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_tune import safe_summary
+
+    assert _readme_section("tune-safe") == " ".join(safe_summary(_saved("tune")["safe"]).split())

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_type
 
 from actors.telemetry import SCHEMAS
 from experiments.errors import UserError
@@ -165,10 +166,18 @@ def _run_ids(part: Path, metadata: pq.FileMetaData, column: int) -> set[str | No
 
 def _read_table(spark: SparkSession, schema: T.StructType, parts_per_run: list[list[Path]]) -> DataFrame:
     """One table of every run, from the part files already checked, cast to `schema`; runs without parts (no
-    events, say) add no rows."""
+    events, say) add no rows.
+
+    Spark is told the columns' types as stored (the first part's footer: `preflight.PartChecker` has checked
+    that every part stores a column alike), so it infers nothing: inferring a Parquet schema is a Spark job per
+    table, a second or more of a small report."""
     parts = [str(part.resolve()) for parts in parts_per_run for part in parts]
     if not parts:
         return spark.createDataFrame([], schema)
-    return spark.read.parquet(*parts).select(
-        *[F.col(field.name).cast(field.dataType).alias(field.name) for field in schema]
+    stored = pq.read_schema(parts[0])
+    as_stored = T.StructType([T.StructField(f.name, from_arrow_type(stored.field(f.name).type)) for f in schema])
+    return (
+        spark.read.schema(as_stored)
+        .parquet(*parts)
+        .select(*[F.col(field.name).cast(field.dataType).alias(field.name) for field in schema])
     )

@@ -253,6 +253,24 @@ def test_a_quota_cut_rescales_the_limits_at_once():
     assert literal.limit[0, 0] == 150.0  # the references: at the next allocation
 
 
+def test_the_first_broker_to_see_a_cut_takes_its_part_of_it_not_the_floor():
+    """On real timers brokers see a quota change up to a round apart: the first to see a cut still hears its
+    peers' usage under the old quota, and counts each at its part of the new one (each scales its limit the
+    same way when it sees the change)."""
+    brokers = {name: node(name, [150.0], policy=SAFE) for name in "abcde"}
+    for round_index in range(3):
+        exchange(brokers, {name: [30.0] for name in brokers}, T0 + round_index)
+    first = brokers["a"]
+    first.set_quota(np.array([[80.0]]))
+    first.allocate()  # its peers' reports still say 30 each
+    assert first.limit[0, 0] == pytest.approx(16.0)
+    for broker in brokers.values():
+        if broker is not first:
+            broker.set_quota(np.array([[80.0]]))
+    traffic = exchange(brokers, {name: [30.0] for name in brokers}, T0 + 3)
+    assert [t.usage[0, 0] for t in traffic.values()] == pytest.approx([16.0] * 5)
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     demand=st.lists(st.floats(1.0, 500.0), min_size=1, max_size=5),

@@ -14,7 +14,11 @@ heard, except where that is not known, and then at its max-min fair share of thi
   at the share alone (by then an honest peer has heard a forced report of the change);
 - a peer first heard above its fair share (it may have held that room before this broker came, and has not
   stepped down for it yet) counts at its usage for one allocation more: the registry lists a newcomer the round
-  it starts, and every peer makes room for a listed newcomer at its next allocation.
+  it starts, and every peer makes room for a listed newcomer at its next allocation;
+- a quota change scales what a peer is known to hold by new / old, as every broker scales its own limit the
+  round it sees the change (they all read the quota from the same store): a peer last heard before a cut counts
+  at its part of the new quota, not at what it held under the old one (on real timers, brokers see a change up
+  to a round apart, and a broker that counted its slower peers at their old usage took the floor).
 """
 
 from __future__ import annotations
@@ -66,6 +70,10 @@ class PeerMemory:
         counted = np.where(unheard_listed, fair_share, np.where(heard, counted, 0.0))
         counted[:, OWN] = usage[:, OWN]
         return counted
+
+    def rescale(self, ratio: np.ndarray) -> None:
+        """A quota change, `ratio` [G, D] = new / old quota: what each peer is known to hold scales with it."""
+        self.within_usage *= ratio[:, None, :]
 
     def _widen(self, n_slots: int) -> None:
         if self.within_usage.shape[1] >= n_slots:

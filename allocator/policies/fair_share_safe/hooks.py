@@ -80,4 +80,5 @@ class SafeHooks(Hooks):
         return new_limit
 
     def quota_changed(self, old: np.ndarray, new: np.ndarray, limit: np.ndarray, view: PeerView) -> np.ndarray:
+        self.memory.rescale(quota.ratio(old, new))
         return quota.rescaled(old, new, limit, view.present.sum(axis=1))

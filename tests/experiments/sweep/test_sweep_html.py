@@ -29,10 +29,12 @@ def page() -> str:
     statistics = {f"{name}_{kind}": 0.5 for name in METRICS for kind in ("mean", "std")}
     effects = pd.DataFrame([{"parameter": STEAL, "value": json.dumps(v), "runs": 2} | statistics for v in (0.25, 0.5)])
     metrics = {name: {"mean": float(table.loc[0, f"{name}_mean"]), "std": None} for name in METRICS}
-    best = {"config_id": "c-0", "overrides": {STEAL: 0.25}, "runs": 2, "metrics": metrics,
+    under = {"c0": {name: 0.0 for name in METRICS}, "c1": {name: 0.125 for name in METRICS}}
+    best = {"config_id": "c-0", "overrides": {STEAL: 0.25}, "runs": 2, "metrics": metrics, "conditions": under,
             "fragment": "policy:\n  params:\n    steal_fraction: 0.25\n"}  # fmt: skip
     summary = {"name": "quick", "base": "steal-example.yaml", "search": "grid of 3 configurations", "seeds": [1, 2],
                "configurations": 3, "ranked": [{}] * 3, "runs": {"planned": 6, "complete": 6, "failed": {}},
+               "conditions": {"c0": {"channel.loss": 0.0}, "c1": {"channel.loss": 0.3}}, "aggregate": "worst",
                "best": best, "pareto": [{}] * 2}  # fmt: skip
     return render_sweep(summary, Ranking(table, effects, pd.DataFrame()), OBJECTIVE, [STEAL])
 
@@ -41,7 +43,9 @@ def test_the_sweep_page_leads_with_the_best_configuration_in_the_run_reports_uni
     html = page()
     lead = html[html.index('<p class="conclusion">') :].split("</p>")[0]
     assert "Best of 3 configurations: policy.params.steal_fraction=0.25" in lead and "peak_overshoot 0%" in lead
-    assert "2 configurations are on the Pareto front" in lead
+    assert "2 configurations are on the Pareto front" in lead and "worst over 2 run(s)" in lead
+    under = html[html.index("Under each condition") :].split("</table>")[0]
+    assert "{&quot;channel.loss&quot;: 0.3}" in under and "<td>12.5%</td>" in under  # the best under each condition
     assert html.index('<p class="conclusion">') < html.index('<nav class="toc">') < html.index('id="ranking"')
     assert "<td>36.8% ± " in html, "overshoot in percent, as in the run report"
     body = html.split("</head>", 1)[1]

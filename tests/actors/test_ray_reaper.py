@@ -66,3 +66,47 @@ def test_a_killed_drivers_instance_is_reaped_and_nothing_else(tmp_path: Path):
         bystander.kill()
         bystander.wait()
         driver.kill()
+
+
+# Closes the reaper's pipe while it still runs and holds its own file of the session open, as a Ray driver's
+# interpreter does while it shuts down; ends when the test writes a line.
+CLOSING_DRIVER = """
+import subprocess, sys
+from actors import ray_reaper
+session, leaf = sys.argv[1], sys.argv[2]
+own_log = open(session + "/driver.log", "a")
+reaper = ray_reaper.start(session)
+child = subprocess.Popen([sys.executable, "-c", leaf, session + "/raylet.out"], stdout=subprocess.PIPE, text=True)
+child.stdout.readline()
+print(reaper.pid, child.pid, flush=True)
+reaper.stdin.close()
+sys.stdin.readline()
+"""
+
+
+def _reading_its_pipe(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/wchan") as wchan:
+            return wchan.read().endswith("pipe_read")  # anon_pipe_read on newer kernels
+    except OSError:
+        return False
+
+
+def test_a_driver_that_closes_the_pipe_before_it_ends_is_never_killed(tmp_path: Path):
+    session = tmp_path / "session"
+    session.mkdir()
+    driver = subprocess.Popen(
+        [sys.executable, "-c", CLOSING_DRIVER, str(session), LEAF], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        reaper, child = map(int, driver.stdout.readline().split())
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and driver.poll() is None and _reading_its_pipe(reaper):
+            time.sleep(0.05)  # until the reaper has seen the pipe close
+        driver.stdin.write("end\n")
+        driver.stdin.close()
+        assert driver.wait(timeout=30) == 0  # not "Killed" (status -9): the reaper waited for it to end
+        assert wait_until_gone([child, reaper], timeout_s=30) == []
+    finally:
+        driver.kill()

@@ -42,5 +42,6 @@ def paced(limit: np.ndarray, new_limit: np.ndarray, loss: float) -> np.ndarray:
     whose share grew: two that each think the room is theirs take it twice. A rise taken at the pace reports
     arrive leaves that room for the broker whose news was lost: without loss a broker takes its whole rise, at
     30% loss 70% of it a round (the rest the next rounds)."""
-    rise = np.maximum(new_limit - limit, 0.0)
-    return new_limit - loss * np.where(np.isfinite(rise), rise, 0.0)
+    finite = np.isfinite(limit) & np.isfinite(new_limit)  # to or from unlimited: at once
+    rise = np.subtract(new_limit, limit, out=np.zeros_like(new_limit), where=finite)
+    return new_limit - loss * np.maximum(rise, 0.0)

@@ -33,6 +33,9 @@ from actors.redis_channel import RedisEndpoint, RedisLink, latency_summary, redi
 from actors.telemetry import TelemetryWriter
 
 STARTUP_S = 0.3  # time given to every host to start its timer before round 0
+# Ticks of the first rounds wait for the brokers' starts (one after another at round 0): the manifest's
+# `realtime_lag_steady` counts the ticks after them, the lag a running cluster has.
+STARTUP_ROUNDS = 5
 
 
 @dataclass(frozen=True)
@@ -274,7 +277,7 @@ def _run_realtime(
 
     backend.gather([backend.call(h, "start_clock", *clock_args()) for h in cluster.all_hosts()])
     cluster.on_new_host = lambda handle: backend.gather([backend.call(handle, "start_clock", *clock_args())])
-    lags, latencies = LagHistogram(), LagHistogram()
+    lags, steady_lags, latencies = LagHistogram(), LagHistogram(), LagHistogram()
     last_round = 0
     try:
         for round_index in range(plan.rounds):
@@ -287,20 +290,21 @@ def _run_realtime(
             if cluster.membership is not None and cluster.registry_reachable:
                 blocking_call(cluster.membership, "expire", t_s)
             if round_index < plan.rounds - 1:  # the last round's ticks are collected once they are done
-                _collect(cluster, backend, writer, round_index, t_s, lags, latencies)
+                _collect(cluster, backend, writer, round_index, t_s, (lags, steady_lags), latencies)
             writer.end_round(round_index)
             if on_round is not None:
                 on_round(round_index)
         time.sleep(max(0.0, epoch + plan.rounds * interval - time.time()))
     finally:
         cluster.gather_hosts([(slot, backend.call(slot.handle, "stop_clock")) for slot in cluster.hosted_slots()])
-        _collect(cluster, backend, writer, last_round, last_round * interval, lags, latencies)
+        _collect(cluster, backend, writer, last_round, last_round * interval, (lags, steady_lags), latencies)
         if cluster.consensus is not None:
             blocking_call(cluster.consensus, "close")
         if driver_endpoint is not None:
             driver_endpoint.close()
     lag_stats = lags.summary(interval)
     writer.manifest["realtime_lag"] = lag_stats
+    writer.manifest["realtime_lag_steady"] = steady_lags.summary(interval)
     if link is not None:
         writer.manifest["transport_latency"] = latency_summary(latencies)
     return lag_stats
@@ -312,11 +316,13 @@ def _collect(
     writer: TelemetryWriter,
     round_index: int,
     t_s: float,
-    lags: LagHistogram,
+    lags: tuple[LagHistogram, LagHistogram],
     latencies: LagHistogram,
 ) -> None:
     """Telemetry the hosts gathered since the last call, written under the driver's round; their timers' lags
-    counted in `lags`, the publish-to-deliver times of a real transport in `latencies`."""
+    counted in `lags` (every tick, the ticks after `STARTUP_ROUNDS`), the publish-to-deliver times of a real
+    transport in `latencies`."""
+    every_tick, steady = lags
     drained = cluster.gather_hosts([(slot, backend.call(slot.handle, "drain")) for slot in cluster.hosted_slots()])
     log_lost(cluster, writer, round_index, t_s)
     counters = blocking_call(cluster.channel, "take_counters")
@@ -337,7 +343,8 @@ def _collect(
             writer.add("rounds", rows)
         for table, columns in host.tables:
             writer.add(table, columns)
-        lags.add(host.lags_s)
+        every_tick.add(host.lags_s)  # one lag per tick, in the order of `ticks`
+        steady.add(lag for lag, tick in zip(host.lags_s, host.ticks, strict=True) if tick.round_index >= STARTUP_ROUNDS)
         for tick in host.ticks:
             sent[tick.broker] = sent.get(tick.broker, 0) + tick.reports_sent
             suppressed[tick.broker] = suppressed.get(tick.broker, 0) + tick.reports_suppressed

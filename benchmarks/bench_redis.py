@@ -15,11 +15,12 @@ simulated channel.
   overshoot, rounds over quota per 100 rounds and mean rounds to converge, from the report's own Spark jobs. The
   transports agree when the difference of their means is within the larger spread (max - min) over seeds.
 
-Timer lags here are the steady state: the runs have no timer jitter (every broker ticks on the same beat: the
-harder case), so a tick's lag is its `t_s` less `round * interval_s`, taken from the rounds table after the
-first `WARMUP_ROUNDS` (round 0 starts the brokers one after another, which the first ticks wait for). Each
-measurement uses a fresh `redis-server` on 127.0.0.1 started here (`actors.redis_server`), whose INFO gives the
-CPU and memory. The machine's load average is recorded: other work on a shared machine slows every figure.
+Timer lags here are the steady state, the manifest's `realtime_lag_steady` (the ticks after the first
+`actors.realtime.STARTUP_ROUNDS`: round 0 starts the brokers one after another, which the first ticks wait for);
+the runs have no timer jitter (every broker ticks on the same beat: the harder case). Each measured run has a
+Ray instance of its own (a second run in one instance met a stall of seconds in one actor mid-run, whatever
+the transport) and a fresh `redis-server` on 127.0.0.1 started here (`actors.redis_server`), whose INFO gives
+the CPU and memory. The machine's load average is recorded: other work on a shared machine slows every figure.
 
 Run from the repository root: `python benchmarks/bench_redis.py [--only latency scale outcome] [--quick]`
 (prints tables, writes `benchmarks/results/redis.json`). `--quick`: fewer rounds, one seed.
@@ -35,21 +36,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyarrow.dataset as ds
 import redis
 from bench_runtime import cluster_scenario, message_bytes, writer_for
 from common import command_line, environment, load_since, loadavg_1m, results_path, save_results
 
 from actors.backends import make_backend
-from actors.realtime import run_realtime
+from actors.realtime import STARTUP_ROUNDS, run_realtime
 from actors.redis_server import RedisServer
 from experiments.plan import build_plan
 from experiments.scenario import load_scenario
 from experiments.scenario.spec import Scenario
 
 RESULTS = results_path("redis")
-WARMUP_ROUNDS = 5
 LAG_TARGET_MS = 100.0
 OUTCOME_METRICS = ("peak_overshoot", "rounds_over_quota_per_100_rounds", "mean_rounds_to_converge")
 
@@ -73,23 +71,25 @@ def redis_usage(client: redis.Redis) -> dict[str, float]:
     }
 
 
-def steady_lag_ms(run_dir: Path, interval_s: float) -> dict[str, float]:
-    """Each tick's lag (its `t_s` less its due time; no jitter) after the warm-up: p50, p99, max in ms."""
-    rounds = ds.dataset(run_dir / "rounds", format="parquet").to_table(columns=["round", "t_s", "broker"]).to_pandas()
-    ticks = rounds.drop_duplicates(["round", "broker"])
-    ticks = ticks[ticks["round"] >= WARMUP_ROUNDS]
-    lags_ms = (ticks["t_s"] - ticks["round"] * interval_s).to_numpy() * 1e3
-    return {
-        "ticks": len(lags_ms),
-        "p50_ms": float(np.percentile(lags_ms, 50)),
-        "p99_ms": float(np.percentile(lags_ms, 99)),
-        "max_ms": float(lags_ms.max()),
-    }
+def in_ms(lag: dict[str, float]) -> dict[str, float]:
+    """A manifest's lag statistics (seconds) in ms."""
+    return {key.replace("_s", "_ms"): value * 1e3 for key, value in lag.items() if key not in ("ticks", "interval_s")}
 
 
-def realtime_run(scenario: Scenario, backend: Any, transport: str) -> dict[str, Any]:
-    """One realtime run of `scenario` on `transport` (a fresh Redis of its own on Redis): lags, bytes, and Redis's
-    CPU and memory."""
+def realtime_run(scenario: Scenario, backend_name: str, transport: str) -> dict[str, Any]:
+    """One realtime run of `scenario` on `transport` (a fresh Redis of its own on Redis), on a Ray instance of its
+    own: lags, bytes, and Redis's CPU and memory."""
+    backend = make_backend(backend_name)
+    try:
+        return _realtime_run(scenario, backend, transport)
+    finally:
+        if backend_name == "ray":
+            import ray
+
+            ray.shutdown()
+
+
+def _realtime_run(scenario: Scenario, backend: Any, transport: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="quotalab-bench-") as directory, RedisServer() as server:
         client = redis.Redis.from_url(server.url)
         before, load = redis_usage(client), loadavg_1m()
@@ -97,7 +97,7 @@ def realtime_run(scenario: Scenario, backend: Any, transport: str) -> dict[str, 
         writer = writer_for(directory, plan, f"{backend.name}-{transport}")
         start = time.perf_counter()
         try:
-            whole_run = run_realtime(plan, backend, writer)
+            run_realtime(plan, backend, writer)
         finally:
             writer.close("complete")
         wall_s = time.perf_counter() - start
@@ -107,15 +107,16 @@ def realtime_run(scenario: Scenario, backend: Any, transport: str) -> dict[str, 
             "transport": transport,
             "load": load_since(load),  # the two transports' runs may meet different loads: compare with care
             "wall_s": wall_s,
-            "lag": steady_lag_ms(writer.run_dir, scenario.interval_s),
-            "lag_whole_run_p99_ms": whole_run.get("p99_s", float("nan")) * 1e3,
-            "bytes": message_bytes(writer.run_dir, from_round=WARMUP_ROUNDS),
+            "lag": {
+                "ticks": writer.manifest["realtime_lag_steady"]["ticks"],
+                **in_ms(writer.manifest["realtime_lag_steady"]),
+            },
+            "lag_whole_run_p99_ms": in_ms(writer.manifest["realtime_lag"])["p99_ms"],
+            "bytes": message_bytes(writer.run_dir, from_round=STARTUP_ROUNDS),
         }
         if transport == "redis":
             latency = writer.manifest["transport_latency"]
-            out["latency_ms"] = {
-                key.replace("_s", "_ms"): value * 1e3 for key, value in latency.items() if key != "messages"
-            }
+            out["latency_ms"] = in_ms({key: value for key, value in latency.items() if key != "messages"})
             out["latency_ms"]["frames"] = latency["messages"]
             out["redis"] = {
                 "cpu_cores": (after["cpu_s"] - before["cpu_s"]) / wall_s,
@@ -127,20 +128,20 @@ def realtime_run(scenario: Scenario, backend: Any, transport: str) -> dict[str, 
         return out
 
 
-def latency(backend: Any, rounds: int) -> dict[str, Any]:
-    scenario = cluster_scenario(16, 1_000, 4, rounds, mode="realtime", interval_s=0.2, backend=backend.name)
+def latency(backend_name: str, rounds: int) -> dict[str, Any]:
+    scenario = cluster_scenario(16, 1_000, 4, rounds, mode="realtime", interval_s=0.2, backend=backend_name)
     load = loadavg_1m()
-    runs = {transport: realtime_run(scenario, backend, transport) for transport in ("simulated", "redis")}
+    runs = {transport: realtime_run(scenario, backend_name, transport) for transport in ("simulated", "redis")}
     return {"brokers": 16, "groups": 1_000, "interval_s": 0.2, "rounds": rounds, "runs": runs, "load": load_since(load)}
 
 
-def scale(backend: Any, rounds: int) -> dict[str, Any]:
-    scenario = cluster_scenario(100, 1_000, 5, rounds, mode="realtime", interval_s=1.0, backend=backend.name)
+def scale(backend_name: str, rounds: int) -> dict[str, Any]:
+    scenario = cluster_scenario(100, 1_000, 5, rounds, mode="realtime", interval_s=1.0, backend=backend_name)
     scenario = dataclasses.replace(
         scenario, brokers_per_actor=10, channel=dataclasses.replace(scenario.channel, routing="interest")
     )
     load = loadavg_1m()
-    runs = {transport: realtime_run(scenario, backend, transport) for transport in ("simulated", "redis")}
+    runs = {transport: realtime_run(scenario, backend_name, transport) for transport in ("simulated", "redis")}
     met = runs["redis"]["lag"]["p99_ms"] <= LAG_TARGET_MS
     return {
         "brokers": 100,
@@ -340,12 +341,10 @@ def run(
 ) -> dict:
     result: dict[str, Any] = {**environment("redis", "ray", "numpy"), "quick": quick, "backend": backend_name}
     load = loadavg_1m()
-    if "latency" in only or "scale" in only:
-        backend = make_backend(backend_name)
-        if "latency" in only:
-            result["latency"] = latency(backend, 20 if quick else 100)
-        if "scale" in only:
-            result["scale"] = scale(backend, 10 if quick else 40)
+    if "latency" in only:
+        result["latency"] = latency(backend_name, 20 if quick else 100)
+    if "scale" in only:
+        result["scale"] = scale(backend_name, 10 if quick else 40)
     if "outcome" in only:
         result["outcome"] = outcome([1] if quick else [1, 2, 3])
     result["load"] = load_since(load)

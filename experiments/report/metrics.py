@@ -32,15 +32,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import Window as W
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
-
-from allocator.policies.waterfill import max_min_fair
-from experiments.report.session import pandas_3_accepted
 
 GROUP = ["run_id", "group", "dimension"]
 GROUP_ROUND = [*GROUP, "round"]
@@ -52,75 +46,57 @@ MIN_JAIN = 0.95
 STARVED_BELOW = 0.5  # a broker is starved in a round when U_b < 0.5 F_b
 OVER_QUOTA_TOLERANCE = 0.05  # a round is over quota when U > (1 + 0.05) Q: the report tolerance Pulsar allows
 
-BROKER_ROUNDS_SCHEMA = T.StructType(
-    [
-        T.StructField("run_id", T.StringType()),
-        T.StructField("group", T.StringType()),
-        T.StructField("dimension", T.StringType()),
-        T.StructField("round", T.IntegerType()),
-        T.StructField("broker", T.StringType()),
-        T.StructField("t_s", T.DoubleType()),
-        T.StructField("quota", T.DoubleType()),
-        T.StructField("limit", T.DoubleType()),
-        T.StructField("usage", T.DoubleType()),
-        T.StructField("demand", T.DoubleType()),
-        T.StructField("throttled_s", T.DoubleType()),
-        T.StructField("report_bytes", T.DoubleType()),
-        T.StructField("fair", T.DoubleType()),
-    ]
-)
 _SUMMED = ["limit", "usage", "demand", "throttled_s", "report_bytes"]
 
 
 def broker_rounds(rounds: DataFrame) -> DataFrame:
-    """Per run, group, dimension, round and broker: the `rounds` measures and the fair reference `fair` (F_b).
+    """Per run, group, dimension, round and broker: the `rounds` measures (a duplicated row summed into one) and
+    the fair reference `fair` (F_b), the max-min fair split of the round's quota over its brokers' demands.
 
-    Water-filling is a sort and a scan over each round's demands; Spark has no built-in for it, and spelling it
-    in window functions would duplicate `allocator.policies.waterfill`, the very function the `fair-share` policy runs.
-    So a grouped pandas UDF calls `max_min_fair` once per (run, group, dimension), on all its rounds at once.
+    The rows are first spread over Spark's partitions by (run, group, dimension): every later table groups by
+    those columns and more, so none of them shuffles again.
     """
-    with pandas_3_accepted():
-        return (
-            rounds.select(*BROKER_ROUND, "t_s", "quota", *_SUMMED)
-            .groupBy(*GROUP)
-            .applyInPandas(_water_fill, schema=BROKER_ROUNDS_SCHEMA)
-            .select(*BROKER_ROUNDS_SCHEMA.fieldNames())
+    cells = (
+        rounds.repartition(*GROUP)
+        .groupBy(*BROKER_ROUND)
+        .agg(
+            F.max("t_s").alias("t_s"),
+            F.max("quota").alias("quota"),
+            *(F.sum(name).alias(name) for name in _SUMMED),
         )
-
-
-def _water_fill(cells: pd.DataFrame) -> pd.DataFrame:
-    """All rounds of one (run, group, dimension): `F[r, b] = max_min_fair(Q[r], demand[r, :])[b]`.
-
-    The rows become [round, broker] matrices (a duplicated row is summed into its cell), water-filling runs on
-    all rounds at once, and one row per present cell comes back.
-    """
-    round_codes, rounds = pd.factorize(cells["round"], sort=True)
-    broker_codes, brokers = pd.factorize(cells["broker"], sort=True)
-    cell = (round_codes, broker_codes)
-    shape = (len(rounds), len(brokers))
-
-    def matrix(name: str, combine: np.ufunc, empty: float) -> np.ndarray:
-        values = np.full(shape, empty)
-        combine.at(values, cell, cells[name].to_numpy(dtype=np.float64))
-        return values
-
-    present = np.zeros(shape, dtype=bool)
-    present[cell] = True
-    quota = matrix("quota", np.maximum, -np.inf)
-    summed = {name: matrix(name, np.add, 0.0) for name in _SUMMED}
-    fair = max_min_fair(quota.max(axis=1), summed["demand"], present)
-    r, b = np.nonzero(present)
-    return pd.DataFrame(
-        {
-            **{key: cells[key].iloc[0] for key in GROUP},
-            "round": rounds[r],
-            "broker": brokers[b],
-            "t_s": matrix("t_s", np.maximum, -np.inf)[r, b],
-            "quota": quota[r, b],
-            **{name: values[r, b] for name, values in summed.items()},
-            "fair": fair[r, b],
-        }
     )
+    return with_fair_share(cells)
+
+
+def with_fair_share(cells: DataFrame) -> DataFrame:
+    """`cells` (one row per broker and round) with `fair`, F_b: `allocator.policies.waterfill.max_min_fair` in
+    window functions.
+
+    `max_min_fair` gives `min(want, level)`, the level being the first candidate a want reaches, with the wants
+    in ascending order `w_0 <= ... <= w_{B-1}` and the candidate at position i
+    `(Q - w_0 - ... - w_{i-1}) / (B - i)`. The candidates rise up to that position and fall after it, so the
+    level is also their maximum, and a maximum is a window function (when no want reaches its candidate, every
+    want is below the maximum, and `min` leaves it whole as the unlimited level would). This keeps the report in
+    the JVM: the grouped pandas UDF that called `max_min_fair` started Python workers that cost about 5 s of a
+    small report's 20. `Q` is the round's quota (the largest a broker logged: in realtime a change reaches
+    brokers a tick apart); a test checks the two agree on random rounds.
+    """
+    round_ = W.partitionBy(*GROUP_ROUND)
+    by_want = round_.orderBy("want")
+    with_candidates = cells.select(
+        "*", F.greatest(F.col("demand"), F.lit(0.0)).alias("want"), F.max("quota").over(round_).alias("round_quota")
+    ).select(
+        "*",
+        (
+            (
+                F.col("round_quota")
+                - F.coalesce(F.sum("want").over(by_want.rowsBetween(W.unboundedPreceding, -1)), F.lit(0.0))
+            )
+            / (F.count("*").over(round_) - F.row_number().over(by_want) + 1)
+        ).alias("candidate"),
+    )
+    level = F.greatest(F.max("candidate").over(round_), F.lit(0.0))
+    return with_candidates.select(*cells.columns, F.least(F.col("want"), level).alias("fair"))
 
 
 def group_rounds(broker_rounds: DataFrame) -> DataFrame:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from pyspark.sql import types as T
 
+from allocator.policies.waterfill import max_min_fair
 from experiments.report import metrics
 
 from .tables import event_row, events_frame, messages_frame, messages_row, rounds_frame, rounds_row
@@ -56,6 +58,24 @@ def test_water_filling_gives_the_max_min_fair_split_round_by_round(spark):
             ("free", 0, "b"): 500.0,
         }
     )
+
+
+def test_the_fair_reference_is_the_allocators_water_filling_on_random_rounds(spark):
+    """The report's window-function water-filling against `max_min_fair`, on 400 random rounds of 1-9 brokers:
+    ties, zero and negative wants, a quota of zero, an unlimited one, wants that fit and wants that do not."""
+    rng = np.random.default_rng(7)
+    rows, expected = [], {}
+    for case in range(400):
+        brokers = int(rng.integers(1, 10))
+        wants = rng.choice([0.0, -1.0, 10.0, 25.0, *rng.uniform(0, 100, 6).round(1)], size=brokers)
+        quota = float(rng.choice([0.0, math.inf, *rng.uniform(1, 400, 4).round(1)]))
+        group = f"case-{case}"
+        shares = max_min_fair(np.array([quota]), wants[None, :])[0]
+        for b, (want, share) in enumerate(zip(wants.tolist(), shares.tolist(), strict=True)):
+            rows.append(rounds_row(0, f"b{b}", usage=0.0, demand=want, quota=quota, group=group))
+            expected[(group, f"b{b}")] = share
+    fair = by_key(metrics.broker_rounds(rounds_frame(spark, rows)), "group", "broker")
+    assert {key: row["fair"] for key, row in fair.items()} == pytest.approx(expected, rel=1e-12, abs=1e-9)
 
 
 def test_a_duplicated_row_is_summed_not_an_error(spark):

@@ -27,7 +27,7 @@ def spark_session(master: str = "local[*]", verbose: bool = False) -> SparkSessi
     getOrCreate semantics: when a session already runs (the tests' fixture, a notebook), it is returned as it
     is and `master` is ignored. Few shuffle partitions because the aggregated tables are small; no UI; UTC.
     """
-    # The Python workers of local masters must be this interpreter (same pandas, pyarrow, allocator).
+    # Any Python worker of a local master must be this interpreter (same pandas, pyarrow, allocator).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
         SparkSession.builder.master(master)
@@ -65,9 +65,9 @@ def _stderr_to_devnull() -> Iterator[None]:
 
 @contextlib.contextmanager
 def pandas_3_accepted() -> Iterator[None]:
-    """Around a call into PySpark's pandas API (a grouped pandas UDF): PySpark 4.3 warns on every such call
-    that pandas 3 is "not yet fully supported". The one pandas feature used, `applyInPandas` with plain float
-    and string columns, is covered by the report's tests under pandas 3; the warning says nothing more."""
+    """Around a call into PySpark's pandas API (`toPandas`): PySpark 4.3 warns on every such call that pandas 3
+    is "not yet fully supported". The one pandas feature used, `toPandas` of small tables with plain columns, is
+    covered by the sweep's tests under pandas 3; the warning says nothing more."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=PANDAS_3_WARNING, category=FutureWarning)
         yield

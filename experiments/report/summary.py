@@ -47,10 +47,10 @@ Frames = Mapping[str, tuple[DataFrame, list[str]]]  # name -> (a small result, t
 def collect_results(runs: Runs, extra: Frames | None = None) -> Results:
     """Run the metric jobs and collect their (small) results, with the `extra` frames (figures' tables).
 
-    Two Spark jobs, whatever the number of tables: the first computes the water-filling (a grouped pandas
-    UDF) and the per-round table and keeps both cached; the second computes every other table from the
-    caches and the telemetry at once (`collect_tables`). On small runs each Spark job costs about as much as
-    its work, so one job per table (sixteen) took most of a report's time.
+    Two collects, whatever the number of tables: the first computes the water-filling and the per-round table
+    and keeps both cached; the second computes every other table from the caches and the telemetry at once
+    (`collect_tables`). On small runs each Spark job costs about as much as its work, so one collect per table
+    (sixteen) took most of a report's time.
     """
     broker_rounds = metrics.broker_rounds(runs.rounds).persist()
     per_round = metrics.group_rounds(broker_rounds).persist()

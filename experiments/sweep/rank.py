@@ -37,6 +37,7 @@ from pyspark.sql import types as T
 
 from experiments.report import metrics as report_metrics
 from experiments.report.load import load_runs
+from experiments.report.session import pandas_3_accepted
 from experiments.sweep.metrics import METRICS, run_metrics
 from experiments.sweep.spec import Objective
 
@@ -195,8 +196,9 @@ def rank_sweep(
     ]
     aggregated = spark.createDataFrame(records, CANDIDATE_SCHEMA)
     table = rank(aggregated, objective).join(aggregated, on="config_id", how="inner").orderBy("score", "config_id")
-    table = table.toPandas()
-    effects = parameter_effects(per_run_frame(spark, runs)).orderBy("parameter", "value").toPandas()
+    with pandas_3_accepted():
+        table = table.toPandas()
+        effects = parameter_effects(per_run_frame(spark, runs)).orderBy("parameter", "value").toPandas()
     table.insert(0, "rank", range(1, len(table) + 1))
     params = {row["config_id"]: row["params"] for row in candidates}
     for position, key in enumerate(dict.fromkeys(key for values in params.values() for key in values), start=2):

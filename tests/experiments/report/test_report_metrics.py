@@ -13,10 +13,7 @@ from experiments.report import metrics
 
 from .tables import event_row, events_frame, messages_frame, messages_row, rounds_frame, rounds_row
 
-pytestmark = [
-    pytest.mark.spark,
-    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
-]
+pytestmark = pytest.mark.spark
 
 
 def by_key(frame, *key_columns):

@@ -11,7 +11,7 @@ from experiments.report.summary import collect_quota_telemetry
 
 from .tables import messages_row, rounds_row, write_run
 
-pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
+pytestmark = pytest.mark.spark
 NAN = float("nan")
 
 

@@ -98,6 +98,20 @@ def honest_round(receiver, sender, seq: int, now_s: float) -> None:
     receiver.receive([encode_report(report)], now_s)
 
 
+def test_two_rounds_of_a_peer_received_together_are_no_loss():
+    """On timers a peer's reports of two rounds often arrive in one batch; the later replaces every entry of the
+    earlier, which was received all the same: no gap (before: one report in three counted missed)."""
+    receiver = node("a", [100.0], policy="fair-share-safe")
+    honest_round(receiver, "b", 1, T0 + 1)
+    reports = [UsageReport("b", 0, seq, int((T0 + seq) * 1000), 1000, MSGS, np.array([1]), np.array([[10.0]]),
+                           np.array([[10.0]])) for seq in (2, 3)]  # fmt: skip
+    inbox = receiver.receive([encode_report(report) for report in reports], T0 + 3)
+    assert (inbox.accepted, inbox.discarded) == (1, 1)  # the table keeps the later one
+    assert receiver.loss_meter.loss == 0.0
+    honest_round(receiver, "b", 5, T0 + 5)  # report 4 is lost: that gap is still seen
+    assert receiver.loss_meter.loss > 0.0
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     forged_incarnation=st.one_of(st.just(0), st.integers(0, 2**62)),

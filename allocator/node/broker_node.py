@@ -166,15 +166,15 @@ class BrokerNode:
         """Decode and merge reports, all at once; a bad one (or one in other dimensions) is counted and dropped,
         never raised. With `issued` (broker -> the highest incarnation the membership registry issued it), a
         report of a broker or an incarnation the registry did not issue is rejected too (`ReportReader`). The loss
-        meter counts the reports the table accepted and those it found nothing new in: on timers, two rounds'
-        reports of a peer often arrive together, and the later one replaces every entry of the earlier, which was
-        received all the same (the meter skips a true duplicate itself)."""
+        meter counts the reports the table accepted and those a later report of the same sender in the batch
+        superseded: on timers, two rounds' reports of a peer often arrive together, and the earlier was received,
+        not lost."""
         batch, n_rejected = self.reader.decode(payloads, now_s, issued)
         view_before = self.table.view_brokers()
         heard_before = self.table.last_heard_s()
         outcomes = self.table.merge_many(batch, now_s)
         accepted = np.array([outcome is Merge.ACCEPTED for outcome in outcomes], bool)
-        received = batch.select(accepted | np.array([outcome is Merge.DUPLICATE for outcome in outcomes], bool))
+        received = batch.select(accepted | np.array([outcome is Merge.SUPERSEDED for outcome in outcomes], bool))
         self.loss_meter.observe(received.brokers, received.incarnation, received.seq)
         self._heard |= self.table.last_heard_s() != heard_before
         self.hooks.heard_newcomers(np.flatnonzero(self.table.view_brokers() > view_before))

@@ -6,9 +6,9 @@ other brokers received and the ones missed in the gaps, and keeps both as sums t
 round: `loss = missed / (missed + received)`, recent rounds weighing most. A peer's first report and the first
 of a new incarnation open a new count (there is no gap to see); a report numbered at or below the last one
 seen (a duplicate, or a copy overtaken by a later one) counts for nothing. The broker shows it only the reports
-its usage table believed (accepted, or found nothing newer in: a report whose entries a later one of the same
-batch replaced was received all the same): a report the table throws away (too old, a sequence number further
-ahead than the sender can have counted, an old incarnation) moves nothing here either.
+its usage table accepted, and those a later report of the same sender in the batch superseded (received, not
+lost): a report the table throws away (too old, a sequence number further ahead than the sender can have counted,
+an old incarnation) moves nothing here either.
 
 When a broker's reports are split over several topics and a receiver holds only some of them, a round whose
 report had nothing for the receiver's topics looks like a gap: the measure is then an upper bound.

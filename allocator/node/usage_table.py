@@ -40,11 +40,12 @@ class Merge(Enum):
     SEQ_JUMP = "seq_jump"  # a sequence number further ahead than the sender can have counted since
     OLD_INCARNATION = "old_incarnation"  # from an incarnation older than one already seen
     DUPLICATE = "duplicate"  # none of its entries was newer: a duplicate or a stale reordering
+    SUPERSEDED = "superseded"  # newer than the table, but a later report of its sender in the same batch replaced it
     OWN = "own"  # this broker's own report, come back through the channel
 
 
 _OUTCOMES = (Merge.TOO_OLD, Merge.OWN, Merge.OLD_INCARNATION, Merge.ACCEPTED, Merge.DUPLICATE, Merge.TOO_NEW,
-             Merge.SEQ_JUMP)  # by code  # fmt: skip
+             Merge.SEQ_JUMP, Merge.SUPERSEDED)  # by code  # fmt: skip
 SEQ_SLACK = 8  # sequence numbers a report may be ahead of the last accepted one, beyond one per interval since
 
 
@@ -172,10 +173,11 @@ class UsageTable:
         seq = np.array(batch.seq, dtype=np.int64)
         seq_jump = from_others & ~old_incarnation & self._seq_jumps(senders, seq, now_s)
         live = from_others & ~old_incarnation & ~seq_jump
-        kept = self._merge_entries(batch, live, senders, now_s)
+        kept, superseded = self._merge_entries(batch, live, senders, now_s)
         np.maximum.at(self._last_seq, senders[kept], seq[kept])
         self._last_seq_s[senders[kept]] = now_s
         outcomes = np.where(too_old, 0, np.where(own, 1, np.where(old_incarnation, 2, np.where(kept, 3, 4))))
+        outcomes = np.where(~kept & superseded, 7, outcomes)
         outcomes = np.where(too_new, 5, np.where(seq_jump, 6, outcomes))
         return [_OUTCOMES[outcome] for outcome in outcomes.tolist()]
 
@@ -277,9 +279,12 @@ class UsageTable:
         allowed = last + SEQ_SLACK + np.ceil(np.maximum(now_s - last_s, 0.0) / self.rules.interval_s)
         return (last >= 0) & (seq > allowed)
 
-    def _merge_entries(self, batch: ReportBatch, live: np.ndarray, senders: np.ndarray, now_s: float) -> np.ndarray:
+    def _merge_entries(
+        self, batch: ReportBatch, live: np.ndarray, senders: np.ndarray, now_s: float
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Write the entries of the `live` reports of `batch` that are newer than the table and than every other
-        entry of the batch for the same slot; returns bool[len(batch)]: one of the report's entries was kept."""
+        entry of the batch for the same slot; returns two bool[len(batch)]: one of the report's entries was kept, and
+        one was newer than the table but older than another report of the batch for its slot (superseded)."""
         counts = np.diff(batch.offsets)
         entries = np.flatnonzero(np.repeat(live, counts))
         rows, known = self.local_rows(batch.group_ids[entries])
@@ -291,6 +296,7 @@ class UsageTable:
         flat = rows * self.slot_broker.shape[1] + slots  # index into the [G, K] arrays, all C-contiguous
         table_seq = self._seq.reshape(-1)
         kept = np.flatnonzero(seq > table_seq[flat])
+        superseded = np.zeros(len(batch), dtype=bool)
         if np.bincount(senders[live]).max(initial=0) > 1:
             # Two reports of one sender may hold the same slot: keep the entry with the highest sequence number,
             # the first of equals. (Otherwise a slot appears once: a report holds each group once.)
@@ -300,6 +306,9 @@ class UsageTable:
             first = np.full(newest.shape, len(seq))
             np.minimum.at(first, flat[candidate], candidate)
             kept = candidate[first[flat[candidate]] == candidate]
+            # entries newer than the table but not than the batch
+            older = np.flatnonzero((seq > table_seq[flat]) & (seq < newest[flat]))
+            superseded[of_report[older]] = True
 
         flat, entries, usage = flat[kept], entries[kept], batch.usage[entries[kept]]
         n_dimensions = self.usage.shape[2]
@@ -310,7 +319,7 @@ class UsageTable:
         self.present.reshape(-1)[flat] = usage.any(axis=1)
         self._refreshed_s.reshape(-1)[flat] = now_s
         table_seq[flat] = seq[kept]
-        return np.bincount(of_report[kept], minlength=len(batch)) > 0
+        return np.bincount(of_report[kept], minlength=len(batch)) > 0, superseded
 
     def _slot_held(self, rows: np.ndarray, brokers: np.ndarray) -> np.ndarray:
         """bool[n]: whether broker `brokers[i]` holds a slot in row `rows[i]`."""

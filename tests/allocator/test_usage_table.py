@@ -284,6 +284,7 @@ def test_a_batch_keeps_the_newest_entry_of_each_slot_and_counts_each_report():
         report("b", 2, [10, 20], [[2.0, 2.0], [2.5, 2.5]]),
         report("b", 3, [10], [[3.0, 3.0]]),
         report("b", 3, [10], [[3.0, 3.0]]),  # a duplicated copy
+        report("b", 1, [10], [[1.0, 1.0]]),  # newer than the table, but the batch has b's 2 and 3: received, not lost
         report("b", 1, [30], [[1.0, 1.0]]),
         report("c", 1, [10], [[9.0, 9.0]], sent_at_s=90.0),
         report("me", 1, [10], [[9.0, 9.0]]),
@@ -292,6 +293,7 @@ def test_a_batch_keeps_the_newest_entry_of_each_slot_and_counts_each_report():
         Merge.ACCEPTED,  # its entry of 20 stays
         Merge.ACCEPTED,
         Merge.DUPLICATE,
+        Merge.SUPERSEDED,
         Merge.ACCEPTED,
         Merge.TOO_OLD,
         Merge.OWN,
@@ -333,6 +335,9 @@ class Model:
         """One report after the other; returns the outcomes as `merge_many` counts them."""
         self.batches += 1
         outcomes = []
+        seq_before = {(group, broker): value["seq"] for group, entries in self.entries.items()
+                      for broker, value in entries.items()}  # fmt: skip
+        incarnation_before = dict(self.incarnation)
         for index, (broker, incarnation, seq, groups, usage, sent_at) in enumerate(batch):
             if sent_at < now - RULES.max_report_age_s:
                 outcomes.append(Merge.TOO_OLD)
@@ -360,6 +365,18 @@ class Model:
             for value in entries.values():
                 if value["by"][0] == self.batches:
                     outcomes[value["by"][1]] = Merge.ACCEPTED
+        # a report with an entry newer than the table was before the batch (a restart clears its broker first) but
+        # older than the batch left there, none of its entries kept: a later report of the batch superseded it
+        for index, (broker, _, seq, groups, *_) in enumerate(batch):
+            cleared = incarnation_before.get(broker, 0) < self.incarnation.get(broker, 0)
+            superseded = any(
+                (-1 if cleared else seq_before.get((group, broker), -1))
+                < seq
+                < self.entries.get(group, {}).get(broker, {"seq": -1})["seq"]
+                for group in groups
+            )
+            if outcomes[index] is Merge.DUPLICATE and superseded:
+                outcomes[index] = Merge.SUPERSEDED
         return outcomes
 
     def clear(self, broker):

@@ -17,6 +17,8 @@ from tests.browser import load_in_browser
 
 from .tables import event_row, messages_row, rounds_row, write_run
 
+# pyspark.testing checks the pandas version and warns about pandas 3
+pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
 A, B = "tenant-a/ns-1", "tenant-b/ns-1"
 ROUNDS = 8
 

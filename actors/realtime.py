@@ -290,14 +290,14 @@ def _run_realtime(
             if cluster.membership is not None and cluster.registry_reachable:
                 blocking_call(cluster.membership, "expire", t_s)
             if round_index < plan.rounds - 1:  # the last round's ticks are collected once they are done
-                _collect(cluster, backend, writer, round_index, t_s, (lags, steady_lags), latencies)
+                _collect(cluster, backend, writer, round_index, t_s, lags, steady_lags, latencies)
             writer.end_round(round_index)
             if on_round is not None:
                 on_round(round_index)
         time.sleep(max(0.0, epoch + plan.rounds * interval - time.time()))
     finally:
         cluster.gather_hosts([(slot, backend.call(slot.handle, "stop_clock")) for slot in cluster.hosted_slots()])
-        _collect(cluster, backend, writer, last_round, last_round * interval, (lags, steady_lags), latencies)
+        _collect(cluster, backend, writer, last_round, last_round * interval, lags, steady_lags, latencies)
         if cluster.consensus is not None:
             blocking_call(cluster.consensus, "close")
         if driver_endpoint is not None:
@@ -316,13 +316,13 @@ def _collect(
     writer: TelemetryWriter,
     round_index: int,
     t_s: float,
-    lags: tuple[LagHistogram, LagHistogram],
+    lags: LagHistogram,
+    steady_lags: LagHistogram,
     latencies: LagHistogram,
 ) -> None:
     """Telemetry the hosts gathered since the last call, written under the driver's round; their timers' lags
-    counted in `lags` (every tick, the ticks after `STARTUP_ROUNDS`), the publish-to-deliver times of a real
-    transport in `latencies`."""
-    every_tick, steady = lags
+    counted in `lags` (every tick) and `steady_lags` (the ticks after `STARTUP_ROUNDS`), the publish-to-deliver
+    times of a real transport in `latencies`."""
     drained = cluster.gather_hosts([(slot, backend.call(slot.handle, "drain")) for slot in cluster.hosted_slots()])
     log_lost(cluster, writer, round_index, t_s)
     counters = blocking_call(cluster.channel, "take_counters")
@@ -343,8 +343,9 @@ def _collect(
             writer.add("rounds", rows)
         for table, columns in host.tables:
             writer.add(table, columns)
-        every_tick.add(host.lags_s)  # one lag per tick, in the order of `ticks`
-        steady.add(lag for lag, tick in zip(host.lags_s, host.ticks, strict=True) if tick.round_index >= STARTUP_ROUNDS)
+        lags.add(host.lags_s)  # one lag per tick, in the order of `ticks`
+        steady = zip(host.lags_s, host.ticks, strict=True)
+        steady_lags.add(lag for lag, tick in steady if tick.round_index >= STARTUP_ROUNDS)
         for tick in host.ticks:
             sent[tick.broker] = sent.get(tick.broker, 0) + tick.reports_sent
             suppressed[tick.broker] = suppressed.get(tick.broker, 0) + tick.reports_suppressed

@@ -174,7 +174,7 @@ class BrokerNode:
         heard_before = self.table.last_heard_s()
         outcomes = self.table.merge_many(batch, now_s)
         accepted = np.array([outcome is Merge.ACCEPTED for outcome in outcomes], bool)
-        received = batch.select(accepted | np.array([outcome is Merge.SUPERSEDED for outcome in outcomes], bool))
+        received = batch.select(np.array([outcome in (Merge.ACCEPTED, Merge.SUPERSEDED) for outcome in outcomes], bool))
         self.loss_meter.observe(received.brokers, received.incarnation, received.seq)
         self._heard |= self.table.last_heard_s() != heard_before
         self.hooks.heard_newcomers(np.flatnonzero(self.table.view_brokers() > view_before))

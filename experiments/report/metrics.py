@@ -53,8 +53,8 @@ def broker_rounds(rounds: DataFrame) -> DataFrame:
     """Per run, group, dimension, round and broker: the `rounds` measures (a duplicated row summed into one) and
     the fair reference `fair` (F_b), the max-min fair split of the round's quota over its brokers' demands.
 
-    The rows are first spread over Spark's partitions by (run, group, dimension): every later table groups by
-    those columns and more, so none of them shuffles again.
+    The rows are first spread over Spark's partitions by (run, group, dimension): the steps after it keyed by
+    those columns and more (the cells, the water-filling, the per-round and per-group tables) shuffle no further.
     """
     cells = (
         rounds.repartition(*GROUP)
@@ -77,9 +77,9 @@ def with_fair_share(cells: DataFrame) -> DataFrame:
     `(Q - w_0 - ... - w_{i-1}) / (B - i)`. The candidates rise up to that position and fall after it, so the
     level is also their maximum, and a maximum is a window function (when no want reaches its candidate, every
     want is below the maximum, and `min` leaves it whole as the unlimited level would). This keeps the report in
-    the JVM: the grouped pandas UDF that called `max_min_fair` started Python workers that cost about 5 s of a
-    small report's 20. `Q` is the round's quota (the largest a broker logged: in realtime a change reaches
-    brokers a tick apart); a test checks the two agree on random rounds.
+    the JVM: the grouped pandas UDF that called `max_min_fair` started Python workers (pandas, pyarrow) in every
+    report and sent every row through Arrow. `Q` is the round's quota (the largest a broker logged: in realtime a
+    change reaches brokers a tick apart); a test checks the two agree on random rounds.
     """
     round_ = W.partitionBy(*GROUP_ROUND)
     by_want = round_.orderBy("want")

@@ -288,6 +288,8 @@ class LogicalBroker:
 class BrokerHost:
     """Runs the logical brokers of its `HostPlan`; one Ray actor per host on the ray backend."""
 
+    roster_at_start = True  # a broker starts with the registry's roster (the driver reads it)
+
     def __init__(self, plan: HostPlan):
         self.plan = plan
         self.brokers: dict[str, LogicalBroker] = {}

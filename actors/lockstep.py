@@ -75,10 +75,10 @@ def apply_round_events(cluster: Cluster, round_index: int, t_s: float, writer: T
     Returns the reports that must be published on the brokers' behalf (a clean leave's zeros).
     """
     published: list[Published] = []
-    for broker in cluster.brokers_joining(round_index):
-        cluster.start(broker, t_s)
-        if round_index > 0:
-            writer.add("events", event_row(round_index, t_s, "join", broker, "{}"))
+    joining = cluster.brokers_joining(round_index)
+    cluster.start(joining, t_s)
+    for broker in joining if round_index > 0 else ():
+        writer.add("events", event_row(round_index, t_s, "join", broker, "{}"))
     for planned in cluster.events_at(round_index):
         published += cluster.apply(planned, t_s)
         writer.add("events", event_row(round_index, t_s, planned.kind, planned.target, planned.detail))

@@ -33,9 +33,10 @@ from actors.redis_channel import RedisEndpoint, RedisLink, latency_summary, redi
 from actors.telemetry import TelemetryWriter
 
 STARTUP_S = 0.3  # time given to every host to start its timer before round 0
-# Ticks of the first rounds wait for the brokers' starts (one after another at round 0): the manifest's
-# `realtime_lag_steady` counts the ticks after them, the lag a running cluster has.
+# The first rounds' ticks are a cluster's most expensive (every peer and group new) and wait for its start:
+# the manifest's `realtime_lag_steady` counts the ticks after them, the lag a running cluster has.
 STARTUP_ROUNDS = 5
+FINISH_TIMEOUT_S = 30.0  # after the last round's time, the wait for late ticks
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,8 @@ class Drained:
 class RealtimeHost(BrokerHost):
     """A BrokerHost with a timer thread; the methods the driver calls take the same lock as the timer."""
 
+    roster_at_start = False  # each broker reads the roster itself, on its first tick
+
     def __init__(self, plan: HostPlan):
         super().__init__(plan)
         self._lock = threading.RLock()
@@ -73,6 +76,7 @@ class RealtimeHost(BrokerHost):
         self._thread: threading.Thread | None = None
         self._next_tick: dict[str, float] = {}  # broker -> wall time of its next tick
         self._tick_round: dict[str, int] = {}
+        self._phase: dict[str, float] = {}  # broker -> its timer's phase, a fraction of a round
         self._pending_rows: list[dict[str, np.ndarray]] = []
         self._pending_tables: list[tuple[str, dict[str, np.ndarray]]] = []
         self._error: BaseException | None = None
@@ -95,6 +99,13 @@ class RealtimeHost(BrokerHost):
         self._thread = threading.Thread(target=self._run, name="quotalab-timer", daemon=True)
         self._thread.start()
 
+    def finish(self) -> None:
+        """Return once every broker has ticked its last round (a late tick is still taken), or after
+        `FINISH_TIMEOUT_S`: a timer that far behind is stuck, and the run ends without its last ticks."""
+        deadline = time.time() + FINISH_TIMEOUT_S
+        while self._next_tick and self._error is None and time.time() < deadline:
+            self._stopping.wait(0.01)
+
     def stop_clock(self) -> None:
         self._stopping.set()
         if self._thread is not None:
@@ -111,9 +122,9 @@ class RealtimeHost(BrokerHost):
         with self._lock:
             super().start(broker, state, quota, limited, t_s)
             self._roster_cursor[broker] = 0
-            interval = self.plan.interval_s
-            self._tick_round[broker] = int(np.ceil(max(t_s, 0.0) / interval - 1e-9))
-            self._next_tick[broker] = self._epoch_or_now() + self._tick_round[broker] * interval
+            jitter = self.plan.timer_jitter
+            self._phase[broker] = jitter + (1.0 - 2.0 * jitter) * self.brokers[broker].timer_rng.uniform()
+            self._schedule(broker, int(np.ceil(max(t_s, 0.0) / self.plan.interval_s - 1e-9)))
 
     def stop(self, broker: str) -> None:
         with self._lock:
@@ -217,11 +228,20 @@ class RealtimeHost(BrokerHost):
         self._ticks.append(
             TickStats(round_index, broker, len(published.payloads), published.reports_suppressed, rejected)
         )
-        jitter = self.plan.timer_jitter
-        self._next_tick[broker] = due_at + self.plan.interval_s * (1.0 + logical.timer_rng.uniform(-jitter, jitter))
-        self._tick_round[broker] = round_index + 1
-        if round_index + 1 >= self.plan.rounds:  # the run's last round: no tick past the end
+        if round_index + 1 < self.plan.rounds:  # the run's last round: no tick past the end
+            self._schedule(broker, round_index + 1)
+        else:
             del self._next_tick[broker]
+
+    def _schedule(self, broker: str, round_index: int) -> None:
+        """A broker's tick of `round_index` is due at its phase within the round, plus this tick's jitter. A
+        broker's timer runs at its own phase, as on brokers started at different times: on one beat, the ticks
+        of a cluster sharing a few cores would queue behind each other. The phase keeps every tick within its
+        round (the round's events applied before it, its rows collected after)."""
+        jitter = self.plan.timer_jitter
+        offset = self._phase[broker] + self.brokers[broker].timer_rng.uniform(-jitter, jitter)
+        self._tick_round[broker] = round_index
+        self._next_tick[broker] = self._epoch_or_now() + (round_index + offset) * self.plan.interval_s
 
 
 def run_realtime(
@@ -294,7 +314,7 @@ def _run_realtime(
             writer.end_round(round_index)
             if on_round is not None:
                 on_round(round_index)
-        time.sleep(max(0.0, epoch + plan.rounds * interval - time.time()))
+        cluster.gather_hosts([(slot, backend.call(slot.handle, "finish")) for slot in cluster.hosted_slots()])
     finally:
         cluster.gather_hosts([(slot, backend.call(slot.handle, "stop_clock")) for slot in cluster.hosted_slots()])
         _collect(cluster, backend, writer, last_round, last_round * interval, lags, steady_lags, latencies)

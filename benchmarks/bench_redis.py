@@ -16,8 +16,8 @@ simulated channel.
   transports agree when the difference of their means is within the larger spread (max - min) over seeds.
 
 Timer lags here are the steady state, the manifest's `realtime_lag_steady` (the ticks after the first
-`actors.realtime.STARTUP_ROUNDS`: round 0 starts the brokers one after another, which the first ticks wait for);
-the runs have no timer jitter (every broker ticks on the same beat: the harder case). Each measured run has a
+`actors.realtime.STARTUP_ROUNDS`: the first ticks of a cluster are its most expensive and wait for its start);
+the runs have no timer jitter (each broker ticks at its own fixed phase within the round). Each measured run has a
 Ray instance of its own (a second run in one instance met a stall of seconds in one actor mid-run, whatever
 the transport) and a fresh `redis-server` on 127.0.0.1 started here (`actors.redis_server`), whose INFO gives
 the CPU and memory. The machine's load average is recorded: other work on a shared machine slows every figure.
@@ -53,7 +53,8 @@ OUTCOME_METRICS = ("peak_overshoot", "rounds_over_quota_per_100_rounds", "mean_r
 
 
 def on_transport(scenario: Scenario, transport: str, redis_url: str | None) -> Scenario:
-    """`scenario` without timer jitter, its reports on `transport` (on Redis: the server at `redis_url`)."""
+    """`scenario` without timer jitter (each broker at its own phase), its reports on `transport` (on Redis: the
+    server at `redis_url`)."""
     channel = dataclasses.replace(scenario.channel, transport=transport, redis_url=redis_url)
     realtime = dataclasses.replace(scenario.realtime, jitter_pct=0.0)
     return dataclasses.replace(scenario, channel=channel, realtime=realtime)

@@ -80,7 +80,7 @@ _RULES: dict[type, dict[str, Any]] = {
         "routing": ("broadcast", "interest"),
         "transport": ("simulated", "redis"),
     },
-    RealtimeSpec: {"jitter_pct": checks.Range(0, 100), "clock_offset_s": checks.Range(0, cap=MAX_CLOCK_OFFSET_S)},
+    RealtimeSpec: {"jitter_pct": checks.Range(0, 50), "clock_offset_s": checks.Range(0, cap=MAX_CLOCK_OFFSET_S)},
     WorkloadSpec: {"msg_bytes": checks.Range(0, low_open=True, cap=MAX_MSG_BYTES)},
     RampSpec: {
         "mode": tuple(ramp.MODES),

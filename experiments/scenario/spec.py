@@ -164,7 +164,7 @@ class EventSpec:
 
 @dataclass(frozen=True)
 class RealtimeSpec:
-    jitter_pct: float = 5.0  # timer jitter, percent of interval_s
+    jitter_pct: float = 5.0  # timer jitter, percent of interval_s (at most 50: a tick stays within its round)
     clock_offset_s: float = 0.0  # max absolute offset of each broker's clock, drawn per broker
 
 

@@ -39,8 +39,8 @@ def read(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
 
 
 def check_realtime_run(run_dir: Path, rounds_expected: int, brokers: list[str]) -> pd.DataFrame:
-    """Every broker ticked each round once, from round 0 on without a gap, and never past the scenario's end.
-    A broker whose timer lags on a busy machine may miss the last rounds: the run ends on the driver's clock."""
+    """Every broker ticked each round once, from round 0 to the scenario's end: the run waits for a late last
+    tick."""
     rounds, messages, manifest = read(run_dir)
     assert manifest["status"] == "complete" and manifest["mode"] == "realtime"
     assert manifest["rounds_completed"] == rounds_expected
@@ -48,7 +48,7 @@ def check_realtime_run(run_dir: Path, rounds_expected: int, brokers: list[str]) 
     assert len(keys) == len(set(keys))
     for broker in brokers:
         ticks = set(rounds[rounds.broker == broker]["round"])
-        assert ticks and ticks == set(range(len(ticks))) and len(ticks) <= rounds_expected, (broker, sorted(ticks))
+        assert ticks == set(range(rounds_expected)), (broker, sorted(ticks))
     lag = manifest["realtime_lag"]
     assert lag["ticks"] == rounds.groupby(["round", "broker"]).ngroups
     assert lag["interval_s"] == manifest["scenario"]["interval_s"]
@@ -74,13 +74,11 @@ def first_round_hearing_all(rounds: pd.DataFrame, brokers: int) -> int:
     return int(full.max())
 
 
-def limits_per_round(rounds: pd.DataFrame, since: int, brokers: int) -> pd.Series:
-    """The sum of the brokers' limits in each round from `since` on where every broker ticked (a lagging
-    broker may miss the run's last round); at least one such round."""
-    after = rounds[rounds["round"] >= since]
-    complete = after.groupby("round").filter(lambda ticks: ticks.broker.nunique() == brokers)
-    sums = complete.groupby("round").limit.sum()
-    assert len(sums) >= 1, f"no complete round from {since} on"
+def limits_per_round(rounds: pd.DataFrame, since: int) -> pd.Series:
+    """The sum of the brokers' limits in each round from `since` on (every broker ticks every round); at least
+    one such round."""
+    sums = rounds[rounds["round"] >= since].groupby("round").limit.sum()
+    assert len(sums) >= 1, f"no round from {since} on"
     return sums
 
 
@@ -90,7 +88,7 @@ def test_realtime_on_the_local_backend(tmp_path):
     rounds = check_realtime_run(run_dir, 12, ["b1", "b2", "b3"])
     # the brokers share the quota: once the views have merged, limits stay about the quota (90); a round whose
     # ticks came late and back to back may stray, the run's middle does not
-    late = limits_per_round(rounds, first_round_hearing_all(rounds, 3) + 1, 3)
+    late = limits_per_round(rounds, first_round_hearing_all(rounds, 3) + 1)
     assert 60 <= late.median() <= 135, late.to_dict()
 
 
@@ -110,7 +108,7 @@ def test_realtime_local_applies_events_at_their_time(tmp_path):
     assert len(first_seen) == 3, first_seen.to_dict()
     for broker, first in first_seen.items():
         assert (rounds[(rounds.broker == broker) & (rounds["round"] >= first)].quota == 150).all(), broker
-    limits = limits_per_round(rounds, int(first_seen.max()) + 2, 3)
+    limits = limits_per_round(rounds, int(first_seen.max()) + 2)
     assert 100 <= limits.median() <= 225, limits.to_dict()  # the raised quota is handed out
 
 

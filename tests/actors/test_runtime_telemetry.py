@@ -4,6 +4,8 @@ group x dimension, byte counters that add up, the manifest, and runs that end ba
 from __future__ import annotations
 
 import json
+import os
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -12,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import experiments
+from actors.telemetry import TelemetryWriter
 from experiments import run as run_module
 from experiments.run import run_scenario
 from experiments.scenario import load_scenario
@@ -229,3 +232,13 @@ def test_a_run_directory_is_never_reused(tmp_path):
 
     with pytest.raises(UserError, match="already holds a run"):
         run_scenario(scenario, tmp_path / "run", progress=False)
+
+
+def test_the_writer_thread_yields_the_cpu_to_the_timers(tmp_path):
+    """Parts are written on a thread of lower priority (a higher nice value) than the driver's."""
+    writer = TelemetryWriter(tmp_path / "run", "run", {})
+    try:
+        niceness = writer._background.submit(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        assert niceness.result() >= os.getpriority(os.PRIO_PROCESS, 0) + 10 or niceness.result() == 19
+    finally:
+        writer.close("complete")

@@ -306,11 +306,14 @@ class BrokerHost:
         quota: np.ndarray,
         limited: np.ndarray,
         t_s: float,
+        listed: bool = False,
         roster: Roster | None = None,
     ) -> None:
         """Bring a broker up (join or restart) with the incarnation, workload and clock in `state`;
-        `quota` and `limited` are the current rows of its groups, `roster` the registry's current roster."""
+        `quota` and `limited` are the current rows of its groups, `listed` whether the registry lists it serving
+        them all (from its registration), `roster` the registry's current roster."""
         logical = self.brokers[broker] = LogicalBroker(self.plan.brokers[broker], self.plan, state, quota, limited)
+        logical.registered[:] = listed
         logical.node.set_registry_reachable(self.registry_reachable)
         if roster is not None:
             logical.node.update_roster(roster.group_ids, roster.brokers, roster.serving, logical.broker_names, False)

@@ -178,22 +178,25 @@ class Cluster:
             if broker in self.started:
                 self.states[broker] = replace(self.states[broker], incarnation=self.states[broker].incarnation + 1)
             self.started.add(broker)
+        listed = self.membership is not None and self.registry_reachable  # the registry lists its groups now
         before_start = []
         for broker in brokers:
             if self.membership is not None:
+                serves = self.broker_plans[broker].group_ids if listed else None
                 incarnation = self.states[broker].incarnation
-                before_start.append(self.backend.call(self.membership, "register", broker, incarnation, t_s))
+                before_start.append(self.backend.call(self.membership, "register", broker, incarnation, t_s, serves))
             if self.consensus is not None:
                 before_start.append(self.backend.call(self.consensus, "join", broker, t_s))
         self.backend.gather(before_start)
         roster = None  # a realtime host reads the roster itself, on its broker's first tick
-        if self.membership is not None and self.registry_reachable and self.host_class.roster_at_start:
+        if listed and self.host_class.roster_at_start:
             roster, _ = self.backend.gather([self.backend.call(self.membership, "roster_since", 0)])[0]
         calls = []
         for broker in brokers:
             plan, state, rows = self.broker_plans[broker], self.states[broker], self.broker_plans[broker].group_ids
             quota, limited = self.quota[rows], self.limited[rows]
-            calls.append(self.backend.call(self.host(broker), "start", broker, state, quota, limited, t_s, roster))
+            host = self.host(broker)
+            calls.append(self.backend.call(host, "start", broker, state, quota, limited, t_s, listed, roster))
             if not self.channel_on_hosts:  # else the host subscribes its broker
                 calls.append(self.backend.call(self.channel, "subscribe", broker, plan.subscriptions))
         self.backend.gather(calls)

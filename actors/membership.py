@@ -92,8 +92,10 @@ class Membership:
     def __repr__(self) -> str:
         return f"Membership(alive={self.alive()}, announced={len(self._log)}, timeout={self.session_timeout_s} s)"
 
-    def register(self, broker: str, incarnation: int, now_s: float) -> None:
-        """Open a session for `incarnation` of `broker`.
+    def register(self, broker: str, incarnation: int, now_s: float, serves: np.ndarray | None = None) -> None:
+        """Open a session for `incarnation` of `broker`, listed as serving the groups `serves` (global ids; its
+        first tick corrects the list): as Pulsar's metadata store names a bundle's owner when it is assigned,
+        before any traffic, so that its peers make room for it before it first reports.
 
         A higher incarnation is a restart: the previous one is announced dead unless it already was.
         Registering the live incarnation again only refreshes it; an older or already-dead incarnation is
@@ -113,6 +115,8 @@ class Membership:
             if session.alive:
                 self._announce(broker, session)
         self._sessions[broker] = _Session(incarnation, now_s)
+        if serves is not None:
+            self.serve(broker, incarnation, serves, np.zeros(0, np.int64))
 
     def heartbeat(self, broker: str, incarnation: int, now_s: float) -> bool:
         """Keep the session alive. Returns False (and changes nothing) for an unknown broker, an old

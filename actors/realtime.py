@@ -58,6 +58,7 @@ class Drained:
     ticks: list[TickStats]
     lags_s: list[float]
     tables: list[tuple[str, dict[str, np.ndarray]]]  # the other tables' rows (LogicalBroker.side_tables)
+    next_round: int | None  # the lowest round a broker of the host has still to tick; None: none to tick
     # a host's own transport endpoint (redis): its brokers' counters, its connection events, delivery latencies
     counters: dict[str, Counters] = field(default_factory=dict)
     transport_events: list[tuple[float, str, str, str]] = field(default_factory=list)
@@ -114,13 +115,20 @@ class RealtimeHost(BrokerHost):
             self._endpoint.close()
 
     def start(
-        self, broker: str, state: BrokerState, quota: np.ndarray, limited: np.ndarray, t_s: float, *_: Any
+        self,
+        broker: str,
+        state: BrokerState,
+        quota: np.ndarray,
+        limited: np.ndarray,
+        t_s: float,
+        listed: bool = False,
+        _roster: None = None,
     ) -> None:
         """As `BrokerHost.start`; the broker reads the roster itself on its first tick (from cursor 0)."""
         if self._endpoint is not None:  # subscribed before its first tick
             self._endpoint.subscribe(broker, self.plan.brokers[broker].subscriptions)
         with self._lock:
-            super().start(broker, state, quota, limited, t_s)
+            super().start(broker, state, quota, limited, t_s, listed)
             self._roster_cursor[broker] = 0
             jitter = self.plan.timer_jitter
             self._phase[broker] = jitter + (1.0 - 2.0 * jitter) * self.brokers[broker].timer_rng.uniform()
@@ -169,12 +177,13 @@ class RealtimeHost(BrokerHost):
         if self._error is not None:
             raise RuntimeError("a broker's timer failed") from self._error
         with self._lock:
-            drained = Drained(self._pending_rows, self._ticks, self._lags_s, self._pending_tables)
+            next_round = min((self._tick_round[broker] for broker in self._next_tick), default=None)
+            drained = Drained(self._pending_rows, self._ticks, self._lags_s, self._pending_tables, next_round)
             self._pending_rows, self._ticks, self._lags_s, self._pending_tables = [], [], [], []
         if self._endpoint is not None:
             endpoint = self._endpoint
             transport = endpoint.take_counters(), endpoint.take_events(), endpoint.take_latencies_s()
-            drained = Drained(drained.rows, drained.ticks, drained.lags_s, drained.tables, *transport)
+            drained = replace(drained, counters=transport[0], transport_events=transport[1], latencies_s=transport[2])
         return drained
 
     def _epoch_or_now(self) -> float:
@@ -298,7 +307,7 @@ def _run_realtime(
     backend.gather([backend.call(h, "start_clock", *clock_args()) for h in cluster.all_hosts()])
     cluster.on_new_host = lambda handle: backend.gather([backend.call(handle, "start_clock", *clock_args())])
     lags, steady_lags, latencies = LagHistogram(), LagHistogram(), LagHistogram()
-    last_round = 0
+    last_round, completed = 0, 0  # completed: the rounds whose every tick is collected
     try:
         for round_index in range(plan.rounds):
             last_round = round_index
@@ -310,18 +319,19 @@ def _run_realtime(
             if cluster.membership is not None and cluster.registry_reachable:
                 blocking_call(cluster.membership, "expire", t_s)
             if round_index < plan.rounds - 1:  # the last round's ticks are collected once they are done
-                _collect(cluster, backend, writer, round_index, t_s, lags, steady_lags, latencies)
-            writer.end_round(round_index)
+                completed = _collect(cluster, backend, writer, round_index, t_s, lags, steady_lags, latencies)
+                writer.end_round(round_index, completed)
             if on_round is not None:
                 on_round(round_index)
         cluster.gather_hosts([(slot, backend.call(slot.handle, "finish")) for slot in cluster.hosted_slots()])
     finally:
         cluster.gather_hosts([(slot, backend.call(slot.handle, "stop_clock")) for slot in cluster.hosted_slots()])
-        _collect(cluster, backend, writer, last_round, last_round * interval, lags, steady_lags, latencies)
+        completed = _collect(cluster, backend, writer, last_round, last_round * interval, lags, steady_lags, latencies)
         if cluster.consensus is not None:
             blocking_call(cluster.consensus, "close")
         if driver_endpoint is not None:
             driver_endpoint.close()
+    writer.end_round(last_round, completed)
     lag_stats = lags.summary(interval)
     writer.manifest["realtime_lag"] = lag_stats
     writer.manifest["realtime_lag_steady"] = steady_lags.summary(interval)
@@ -339,10 +349,11 @@ def _collect(
     lags: LagHistogram,
     steady_lags: LagHistogram,
     latencies: LagHistogram,
-) -> None:
+) -> int:
     """Telemetry the hosts gathered since the last call, written under the driver's round; their timers' lags
     counted in `lags` (every tick) and `steady_lags` (the ticks after `STARTUP_ROUNDS`), the publish-to-deliver
-    times of a real transport in `latencies`."""
+    times of a real transport in `latencies`. Returns how many rounds are complete (every tick of them
+    collected): each timer ticks at its own phase, so the driver's round has ticks still to come."""
     drained = cluster.gather_hosts([(slot, backend.call(slot.handle, "drain")) for slot in cluster.hosted_slots()])
     log_lost(cluster, writer, round_index, t_s)
     counters = blocking_call(cluster.channel, "take_counters")
@@ -374,3 +385,4 @@ def _collect(
     if cluster.consensus is not None:  # the store's reachability changes (registry_unreachable / _reachable)
         for event_t_s, kind, broker, detail in blocking_call(cluster.consensus, "take_events"):
             writer.add("events", event_row(round_index, event_t_s, kind, broker, detail))
+    return min((host.next_round for host in drained if host.next_round is not None), default=round_index + 1)

@@ -270,8 +270,11 @@ class TelemetryWriter:
             return pa.DictionaryArray.from_arrays(codes, names) if len(codes) >= len(names) else names.take(codes)
         return pa.chunked_array([pa.array(batch, field.type) for batch in values], field.type)
 
-    def end_round(self, round_index: int) -> None:
-        self.manifest["rounds_completed"] = round_index + 1
+    def end_round(self, round_index: int, completed: int | None = None) -> None:
+        """The driver's round `round_index` is over; `completed`: the rounds whose rows are all added (default:
+        through this one; on timers, each broker ticks at its own phase and some of this round's ticks are to come).
+        """
+        self.manifest["rounds_completed"] = round_index + 1 if completed is None else completed
         for observer in self.observers:
             observer.end_round(round_index)
         self._rounds_since_flush += 1

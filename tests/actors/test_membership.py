@@ -1,5 +1,6 @@
 """Membership: session expiry, heartbeats, incarnations, clean leaves and the announcement cursor."""
 
+import numpy as np
 import pytest
 
 from actors.membership import Membership
@@ -110,3 +111,28 @@ def test_readers_do_not_disturb_each_other():
     assert membership.announcements(0) == ([("a", 0)], 1)
     assert membership.expire(0.0) == [("a", 0)]
     assert membership.announcements(0) == ([("a", 0)], 1)
+
+
+def listed(membership: Membership) -> set[tuple[str, int]]:
+    """(broker, group) pairs the registry's current roster lists as serving."""
+    roster, _ = membership.roster_since(0)
+    names = {code: name for name, code in membership._code.items()}
+    pairs = zip(roster.group_ids, roster.brokers, roster.serving, strict=True)
+    return {(names[int(broker)], int(group)) for group, broker, serving in pairs if serving}
+
+
+def test_a_registration_lists_the_groups_at_once_and_its_peers_acknowledge_it_by_reading():
+    membership = Membership(session_timeout_s=3.0, brokers=("a", "b"))
+    membership.register("a", 0, now_s=0.0, serves=np.array([1, 2]))
+    membership.roster_since(0, reader="a")
+    membership.register("b", 0, now_s=1.0, serves=np.array([2, 3]))
+    assert listed(membership) == {("a", 1), ("a", 2), ("b", 2), ("b", 3)}
+    roster, cursor = membership.roster_since(0, reader="b")
+    assert not roster.acknowledged  # "a" has not read b's listing yet
+    membership.roster_since(2, reader="a")
+    roster, _ = membership.roster_since(cursor, reader="b")
+    assert roster.acknowledged
+    membership.serve("b", 0, np.zeros(0, np.int64), np.array([3]))  # its first tick: group 3 is idle
+    assert listed(membership) == {("a", 1), ("a", 2), ("b", 2)}
+    membership.register("c", 0, now_s=1.0)  # no list: it tells the registry on its first tick
+    assert "c" not in {broker for broker, _ in listed(membership)}

@@ -62,7 +62,7 @@ def test_a_killed_driver_leaves_a_run_that_reads_as_died_with_its_rounds(killed_
     read_manifests([killed_run])  # every part on disk has a readable footer: none was left half-written
     rounds_on_disk = ds.dataset(killed_run / "rounds", format="parquet").to_table().column("round").to_pylist()
     completed = manifest["rounds_completed"]
-    assert completed >= KILL_AFTER_ROUNDS and completed % 10 == 0
+    assert completed >= KILL_AFTER_ROUNDS
     assert set(range(completed)) <= set(rounds_on_disk)
 
 

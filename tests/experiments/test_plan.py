@@ -134,8 +134,7 @@ def test_start_up_is_linear_in_the_number_of_groups(routing):
 
         def work() -> None:
             cluster = Cluster(build_plan(parse_scenario(data)), LocalBackend())
-            for broker in cluster.brokers_joining(0):
-                cluster.start(broker, 0.0)
+            cluster.start(cluster.brokers_joining(0), 0.0)
 
         return work
 

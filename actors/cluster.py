@@ -189,8 +189,8 @@ class Cluster:
                 before_start.append(self.backend.call(self.consensus, "join", broker, t_s))
         self.backend.gather(before_start)
         roster = None  # a realtime host reads the roster itself, on its broker's first tick
-        if listed and self.host_class.roster_at_start:
-            roster, _ = self.backend.gather([self.backend.call(self.membership, "roster_since", 0)])[0]
+        if listed and self.host_class.roster_at_start:  # as of the driver's cursor: this round's changes follow
+            roster = self.backend.gather([self.backend.call(self.membership, "roster_as_of", self.roster_cursor)])[0]
         calls = []
         for broker in brokers:
             plan, state, rows = self.broker_plans[broker], self.states[broker], self.broker_plans[broker].group_ids

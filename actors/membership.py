@@ -225,6 +225,14 @@ class Membership:
             parts.append(_tail(chunk, max(since - start, 0)))
         return Roster.concatenate(parts[::-1]), self._roster_length
 
+    def roster_as_of(self, cursor: int) -> Roster:
+        """The listings in force after the roster's first `cursor` changes: what a broker starting now must hold
+        to read the changes after `cursor` with every other (lockstep: the driver's cursor)."""
+        if not 0 <= cursor <= self._roster_length:
+            raise ValueError(f"roster cursor {cursor!r} out of range [0, {self._roster_length}]")
+        changes = Roster.concatenate(self._roster)
+        return Roster(changes.group_ids[:cursor], changes.brokers[:cursor], changes.serving[:cursor]).current()
+
     def issued(self) -> dict[str, int]:
         """Broker -> the highest incarnation it registered: a report of a higher one (or of a broker never
         registered) was not issued by the registry, and receivers drop it."""

@@ -303,3 +303,15 @@ def test_clock_skew_makes_a_brokers_reports_too_old_for_the_others(tmp_path):
     assert usage.loc[5:12].to_numpy() == pytest.approx([30.0] * 8)
     detail = [json.loads(d)["offset_s"] for d in run.events.sort_values("round").detail]
     assert run.events.kind.tolist() == ["clock_skew", "clock_skew"] and detail == [-5.0, 0.0]
+
+
+@pytest.mark.parametrize("joins_at", [0, 5])
+def test_a_broker_registers_with_its_groups_and_an_idle_one_is_unlisted_at_once(tmp_path, joins_at):
+    """A broker is listed for the groups it hosts from its registration; one it hosts without demand is unlisted
+    in its first round, so the busy brokers (fair-share-safe reserves room for every listed peer) share the
+    whole quota: 45 each of 90, not 30 with room kept for the idle one."""
+    brokers = [{"name": f"b{i}", "workload": [{"group": "g", "msgs_per_s": 50}]} for i in (1, 2)]
+    idle = {"name": "b3", "join_at": joins_at, "workload": [{"group": "g", "msgs_per_s": 0}]}
+    run = run_local(tmp_path, three_brokers(rounds=12, policy={"name": "fair-share-safe"}, brokers=[*brokers, idle]))
+    for broker in ("b1", "b2"):
+        assert run.series("limit", broker).loc[joins_at + 2 :].to_numpy() == pytest.approx([45.0] * (10 - joins_at))

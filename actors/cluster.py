@@ -193,8 +193,8 @@ class Cluster:
             roster = self.backend.gather([self.backend.call(self.membership, "roster_as_of", self.roster_cursor)])[0]
         calls = []
         for broker in brokers:
-            plan, state, rows = self.broker_plans[broker], self.states[broker], self.broker_plans[broker].group_ids
-            quota, limited = self.quota[rows], self.limited[rows]
+            plan, state = self.broker_plans[broker], self.states[broker]
+            quota, limited = self.quota[plan.group_ids], self.limited[plan.group_ids]
             host = self.host(broker)
             calls.append(self.backend.call(host, "start", broker, state, quota, limited, t_s, listed, roster))
             if not self.channel_on_hosts:  # else the host subscribes its broker

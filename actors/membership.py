@@ -216,7 +216,7 @@ class Membership:
         if not 0 <= since <= self._roster_length:
             raise ValueError(f"roster cursor {since!r} out of range [0, {self._roster_length}]")
         if since == 0:
-            return Roster.concatenate(self._roster).current(), self._roster_length
+            return self.roster_as_of(self._roster_length), self._roster_length
         parts, start = [], self._roster_length
         for chunk in reversed(self._roster):  # the chunks after the cursor, the one it falls in cut
             if start <= since:

@@ -2,8 +2,9 @@
 
 Modules, in order: token_bucket, codec, allocator, node_scale, runtime, scale, report, sweep, quality (these
 three need Spark; report is skipped when `benchmarks/bench_report.py` does not exist), soak (a 30-minute
-realtime run; 2 minutes under `--quick`) and redis (the reports over Redis Pub/Sub). A module without a `run()`
-is recorded as skipped; a benchmark that fails is recorded with its error, and the others still run. Only
+realtime run; 2 minutes under `--quick`), redis (the reports over Redis Pub/Sub) and adversaries (a liar and
+forgeries). A module without a `run()` is recorded as skipped; a benchmark that fails is recorded with its error,
+and the others still run. Only
 `all.json` is written here: each module's own `results/<name>.json` is written when that module is run as a script.
 
 Run from the repository root:
@@ -47,6 +48,7 @@ NAMES = (
     "quality",
     "soak",
     "redis",
+    "adversaries",
 )
 
 QUICK: dict[str, dict[str, Any]] = {

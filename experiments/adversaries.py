@@ -12,7 +12,9 @@ For each policy the scenario (`scenarios/adversaries.yaml`: a 10x liar from roun
 Per run, over the rounds from `WARM_UP_ROUNDS` on: the liar's share of the traffic admitted (and its max-min fair
 share of the real demand), the peak overshoot of the limits and of the admitted traffic over the quota, the
 share of (honest broker, round) pairs starved (admitted < `STARVED_BELOW` of the max-min fair share), and, for
-the forged runs, the largest change of any limit the forgeries made and the reports rejected. Writes
+the forged runs, the largest change of any limit the forgeries made and the reports rejected; over every round,
+the round from which the liar admits at most its fair share (+5%) for good, and the (honest broker, group, round)
+rows whose limit sat at the floor while the broker had demand. Writes
 `DIR/adversaries.json`, `DIR/adversaries.md` (the table) and `DIR/adversaries.png`; the runs stay in `DIR/runs`
 for `quotalab report`.
 """
@@ -29,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from allocator.node.broker_node import MIN_LIMIT
 from allocator.policies.waterfill import max_min_fair
 from allocator.wire.signing import write_key_directory
 from experiments.errors import UserError
@@ -40,6 +43,8 @@ POLICIES = ("pulsar", "pip82-proportional", "pip82-steal", "fair-share-safe")
 VARIANTS = ("honest", "liar", "liar+forged", "liar+forged, cluster key")
 WARM_UP_ROUNDS = 5
 STARVED_BELOW = 0.5  # as the report's `starved`: admitted below half the max-min fair share
+LIAR_TOLERANCE = 0.05  # the liar is held when it admits at most 5% above its fair share (the report tolerance)
+HELD_FOR_ROUNDS = 10  # ... in every round to the end of the run, at least this many
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -98,7 +103,7 @@ def compare(out_dir: Path, policies: tuple[str, ...] = POLICIES, progress: bool 
             baseline = telemetry[baselines[variant]] if variant in baselines else None
             rows.append({"policy": policy, "variant": variant, **_metrics(telemetry[variant], liar, baseline)})
     (out_dir / "adversaries.json").write_text(json.dumps(rows, indent=2) + "\n")
-    table = _markdown(rows)
+    table = markdown(rows)
     (out_dir / "adversaries.md").write_text(table + "\n")
     _figure(rows, out_dir / "adversaries.png")
     return table
@@ -132,14 +137,11 @@ def _telemetry(run_dir: Path) -> dict[str, pd.DataFrame]:
 
 
 def _metrics(telemetry: dict[str, pd.DataFrame], liar: str, baseline: dict[str, pd.DataFrame] | None) -> dict:
-    rounds = telemetry["rounds"]
-    rounds = rounds[rounds["round"] >= WARM_UP_ROUNDS]
-    fair = np.zeros(len(rounds))
-    for _, rows in rounds.groupby(["round", "group", "dimension"]).groups.items():
-        rows = rounds.index.get_indexer(rows)
-        quota = rounds["quota"].to_numpy()[rows[0]]
-        fair[rows] = max_min_fair(np.array([quota]), rounds["demand"].to_numpy()[rows][None, :])[0]
-    is_liar = (rounds["broker"] == liar).to_numpy()
+    every_round = telemetry["rounds"].reset_index(drop=True)
+    every_fair = _fair_shares(every_round)
+    is_liar_row = (every_round["broker"] == liar).to_numpy()
+    warm = (every_round["round"] >= WARM_UP_ROUNDS).to_numpy()
+    rounds, fair, is_liar = every_round[warm], every_fair[warm], is_liar_row[warm]
     usage, limit = rounds["usage"].to_numpy(), rounds["limit"].to_numpy()
     by_round = rounds.assign(limit=limit).groupby(["round", "group", "dimension"])
     limits_over = (by_round["limit"].sum() / by_round["quota"].first() - 1).max()
@@ -152,10 +154,34 @@ def _metrics(telemetry: dict[str, pd.DataFrame], liar: str, baseline: dict[str, 
         "peak_admitted_over_quota_pct": 100 * max(usage_over, 0.0),
         "starved_pct": 100 * float(np.mean(usage[honest] < STARVED_BELOW * fair[honest])),
         "reports_rejected": int(telemetry["messages"]["reports_rejected"].sum()),
+        "liar_held_from_round": _liar_held_from(every_round, every_fair, is_liar_row),
+        "honest_rounds_at_floor": int(
+            ((every_round["limit"] <= MIN_LIMIT) & (every_round["demand"] > MIN_LIMIT) & ~is_liar_row).sum()
+        ),
     }
     if baseline is not None:
         metrics["forgery_limit_change_max"] = _largest_change(telemetry, baseline)
     return metrics
+
+
+def _fair_shares(rounds: pd.DataFrame) -> np.ndarray:
+    """Each row's max-min fair share of its round's quota over the brokers' real demands."""
+    fair = np.zeros(len(rounds))
+    for _, rows in rounds.groupby(["round", "group", "dimension"]).groups.items():
+        rows = rounds.index.get_indexer(rows)
+        quota = rounds["quota"].to_numpy()[rows[0]]
+        fair[rows] = max_min_fair(np.array([quota]), rounds["demand"].to_numpy()[rows][None, :])[0]
+    return fair
+
+
+def _liar_held_from(rounds: pd.DataFrame, fair: np.ndarray, is_liar: np.ndarray) -> int | None:
+    """The first round from which the liar admits at most its fair share (+5%) in every round of every group, for
+    at least `HELD_FOR_ROUNDS` rounds to the end: the allocations it took to hold it (round r runs on the limits
+    of r allocations). None: never held (a policy that oscillates may dip below in the last rounds)."""
+    over = is_liar & (rounds["usage"].to_numpy() > (1 + LIAR_TOLERANCE) * fair + 1e-9)
+    rounds_over = rounds["round"].to_numpy()[over]
+    held_from = int(rounds_over.max()) + 1 if len(rounds_over) else int(rounds["round"].min())
+    return held_from if held_from + HELD_FOR_ROUNDS <= int(rounds["round"].max()) + 1 else None
 
 
 def _largest_change(telemetry: dict[str, pd.DataFrame], baseline: dict[str, pd.DataFrame]) -> float:
@@ -165,16 +191,19 @@ def _largest_change(telemetry: dict[str, pd.DataFrame], baseline: dict[str, pd.D
     return float((merged["limit"] - merged["limit_baseline"]).abs().max())
 
 
-def _markdown(rows: list[dict]) -> str:
+def markdown(rows: list[dict]) -> str:
+    """The comparison as a markdown table (the command's and docs/adversaries.md's)."""
     header = (
-        "| policy | run | liar's share (fair) | peak limits over quota | peak admitted over quota | starved"
-        " | largest limit change by forgeries | reports rejected |"
+        "| policy | run | liar's share (fair) | liar held from round | honest rounds at the floor"
+        " | peak limits over quota | peak admitted over quota | starved | largest limit change by forgeries"
+        " | reports rejected |"
     )
-    lines = [header, "|---|---|---|---|---|---|---|---|"]
+    lines = [header, "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
-        change = row.get("forgery_limit_change_max")
+        change, held = row.get("forgery_limit_change_max"), row["liar_held_from_round"]
         lines.append(
             f"| {row['policy']} | {row['variant']} | {row['liar_share_pct']:.1f}% ({row['liar_fair_share_pct']:.1f}%)"
+            f" | {'never' if held is None else held} | {row['honest_rounds_at_floor']}"
             f" | {row['peak_limits_over_quota_pct']:.1f}% | {row['peak_admitted_over_quota_pct']:.1f}%"
             f" | {row['starved_pct']:.1f}% | {'' if change is None else f'{change:g}'} | {row['reports_rejected']} |"
         )

@@ -78,6 +78,13 @@ def test_the_policies_quality_tables_are_the_saved_results():
     assert section.split("<!-- quality:end -->")[0].strip() == saved
 
 
+def test_the_adversaries_table_is_the_saved_comparison():
+    from experiments.adversaries import markdown
+
+    section = (ROOT / "docs" / "adversaries.md").read_text().split("<!-- adversaries:begin -->")[1]
+    assert section.split("<!-- adversaries:end -->")[0].strip() == markdown(_saved("adversaries")["rows"])
+
+
 def _readme_section(name: str) -> str:
     section = (ROOT / "README.md").read_text().split(f"<!-- {name}:begin -->")[1]
     return " ".join(section.split(f"<!-- {name}:end -->")[0].split())

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from allocator.node.broker_node import MIN_LIMIT
 from allocator.wire.signing import write_key_directory
 from experiments.adversaries import SCENARIO, variant_data
 from experiments.run import run_scenario
@@ -51,3 +52,5 @@ def test_the_liar_holds_its_fair_share_under_fair_share_safe(tmp_path, key_dir):
     assert np.allclose(orders["limit"], 25.0)
     admitted = settled[(settled["round"] > SETTLED_FROM) & (settled["broker"] != "broker-4")]  # limits of a round ago
     assert admitted["usage"].min() >= 25.0 - 1e-9  # nobody starved
+    honest = rounds[rounds["broker"] != "broker-4"]
+    assert (honest["limit"] > MIN_LIMIT).all()  # no honest broker at the floor, not even before the liar is held

@@ -228,7 +228,7 @@ class LogicalBroker:
             "usage": per_entry(traffic.usage),
             "demand": per_entry(traffic.demand),
             "throttled_s": per_group(traffic.throttled_s),
-            "view_brokers": per_group(node.view_brokers()).astype(np.int32),
+            "view_brokers": per_group(node.table.view_brokers()).astype(np.int32),
             "reported": per_group(outbox.reported),
             "report_bytes": per_group(outbox.report_bytes),
             "incarnation": np.full(n_rows, self.state.incarnation, dtype=np.int32),
@@ -280,9 +280,9 @@ class LogicalBroker:
     def pool_size_column(self) -> int:
         """The pool size the broker split by (`agreed_pool_size`): -1 in a run without a pool-size consensus,
         0 while waiting for the first agreement."""
-        if not self.node.splits_by_pool_size:
+        if not self.node.hooks.splits_by_pool_size:
             return -1
-        return self.node.pool_size or 0
+        return self.node.hooks.pool_size or 0
 
 
 class BrokerHost:

@@ -237,7 +237,7 @@ def time_round(
         **_stats(totals, cpu),
         "median_parts_ms": {name: float(np.median(s) * 1e3) for name, s in parts.items()},
         "mean_groups_reported": float(np.mean(report_groups)),
-        "view_brokers_mean": float(node.view_brokers().mean()),
+        "view_brokers_mean": float(node.table.view_brokers().mean()),
         "target_ms": ROUND_TARGET_MS,
     }
 

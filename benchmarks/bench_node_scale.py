@@ -121,7 +121,7 @@ def time_rounds(seed: int, warmup: int, rounds: int) -> dict:
         "mean_counts": {name: float(np.mean(values)) for name, values in counts.items()},
         "slots": table.n_slots,
         "brokers_heard_of": table.n_brokers,
-        "view_brokers_mean": float(cluster.node.view_brokers().mean()),
+        "view_brokers_mean": float(cluster.node.table.view_brokers().mean()),
     }
 
 

@@ -12,7 +12,6 @@ threshold, the loss meter, the ramps and the fallback).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,9 +19,9 @@ from allocator.limiter.group_limiter import GroupLimiter
 from allocator.node.fallback import Fallback
 from allocator.node.loss_meter import LossMeter
 from allocator.node.node_settings import NodeSettings
-from allocator.node.report_reader import ReportReader
+from allocator.node.report_reader import Inbox, ReportReader
 from allocator.node.report_sender import Outbox, ReportSender
-from allocator.node.usage_table import OWN, CleanupRules, Merge, UsageTable
+from allocator.node.usage_table import OWN, Merge, UsageTable
 from allocator.policies.hooks import PeerView, Traffic
 from allocator.policies.reporting import ReportSuppressor
 from allocator.ramps.ramped_pool import RampedPools
@@ -34,15 +33,6 @@ __all__ = ["BYTES_DIMENSIONS", "MIN_LIMIT", "BrokerNode", "Inbox", "Traffic"]
 
 BYTES_DIMENSIONS = frozenset({"publish_bytes_per_s", "dispatch_bytes_per_s"})
 MIN_LIMIT = 1.0  # Pulsar's floor: a limiter rate of 0 would mean "unlimited", and 0 would starve the broker
-
-
-@dataclass
-class Inbox:
-    """What became of the reports a broker received, counted by outcome."""
-
-    accepted: int = 0
-    rejected: int = 0  # failed to decode or validate, or from an incarnation the registry did not issue
-    discarded: int = 0  # valid, but too old or new, from an old incarnation, a duplicate, a sequence jump, or own
 
 
 class BrokerNode:
@@ -78,14 +68,9 @@ class BrokerNode:
         self.known_brokers = set(known_brokers) if known_brokers is not None else None
         policy = settings.policy
         self.hooks = policy.policy.hooks(policy, n_groups, n_dimensions, settings.force_every, settings.report_demand)
-        rules = CleanupRules(
-            stale_after_s=settings.stale_after_s,
-            max_report_age_s=settings.max_report_age_s,
-            max_clock_skew_s=settings.max_clock_skew_s,
-            interval_s=settings.interval_s,
-            keep_listed=self.hooks.keeps_listed_peers,
+        self.table = UsageTable(
+            name, self.group_ids, n_dimensions, settings.cleanup_rules(self.hooks.keeps_listed_peers)
         )
-        self.table = UsageTable(name, self.group_ids, n_dimensions, rules)
         watched = self.hooks.watched(np.zeros((n_groups, n_dimensions)), np.zeros((n_groups, n_dimensions)))
         self.suppressor = ReportSuppressor(n_groups, watched.shape[1], settings.threshold_pct, settings.force_every)
         self.loss_meter = LossMeter(name)
@@ -94,7 +79,6 @@ class BrokerNode:
         self.limiter = GroupLimiter(n_groups, [dim in BYTES_DIMENSIONS for dim in settings.dimensions])
         self._last_admit_s: float | None = None  # the first round covers one interval
         self._round_s = settings.interval_s  # the time the last admitted traffic covered
-        self._silent = np.zeros((n_groups, 1), dtype=bool)  # entries silent for a forced-report cycle, as of cleanup
         self.sender = ReportSender(
             name,
             self.group_ids,
@@ -131,7 +115,9 @@ class BrokerNode:
         starting = serving & ~self.serving
         self.serving = serving
         if starting.any():
-            self.limit[starting] = self._floored(self.hooks.start_limit(self.pool[starting], self._view(starting)))
+            self.limit[starting] = np.maximum(
+                self.hooks.start_limit(self.pool[starting], self._view(starting)), MIN_LIMIT
+            )
             self._apply_limits()
         admitted = self.limiter.admit(demand_msgs_per_s, msg_bytes, dt, now_s)
         traffic = Traffic(demand=admitted.offered, usage=admitted.admitted, throttled_s=admitted.throttled_s)
@@ -193,11 +179,9 @@ class BrokerNode:
         has read this broker's own latest change (the groups it started serving). The groups where a peer newly
         serves are answered in the next report."""
         self.roster_acknowledged = acknowledged
-        listed_before = self.table.listed[:, : self.table.n_slots].sum(axis=1)
+        listed_before = self.table.listed_brokers()
         self.table.update_roster(group_ids, brokers, serving, names)
-        self.hooks.heard_newcomers(
-            np.flatnonzero(self.table.listed[:, : self.table.n_slots].sum(axis=1) > listed_before)
-        )
+        self.hooks.heard_newcomers(np.flatnonzero(self.table.listed_brokers() > listed_before))
 
     def cleanup(self, now_s: float, dead: Iterable[tuple[str, int]] = ()) -> int:
         """Drop brokers the membership registry declared dead, expire silent entries, and note the entries silent
@@ -206,7 +190,7 @@ class BrokerNode:
         if removed:
             self.fallback.forget(self._brokers_in_view())
         removed += self.table.expire(now_s)
-        self._silent = self.table.silent(now_s, self.settings.force_every * self.settings.interval_s)
+        self.table.mark_silent(now_s, self.settings.force_every * self.settings.interval_s)
         return removed
 
     def allocate(self) -> np.ndarray:
@@ -218,14 +202,13 @@ class BrokerNode:
         )
         self.pool = self.ramps.capped(self.quota)
         limit_before = self.limit.copy()
-        new_limit = self.hooks.allocate(self.pool, self._view(), self.limit, self.serving)
+        self._set_limits(self.hooks.allocate(self.pool, self._view(), self.limit, self.serving), apply=False)
         self.roster_acknowledged = False  # news of this round only: a registry that stops answering acknowledges none
-        self.limit = np.where(self.serving[:, None], self._floored(new_limit), self.limit)
         heard = self._heard & self._registry_reachable
-        limit = self.fallback.step(heard, self._brokers_in_view(), limit_before, self.limit, self.pool, MIN_LIMIT)
-        self.limit = np.where(self.serving[:, None], self._floored(limit), self.limit)
+        self._set_limits(
+            self.fallback.step(heard, self._brokers_in_view(), limit_before, self.limit, self.pool, MIN_LIMIT)
+        )
         self._heard[:] = False
-        self._apply_limits()
         return self.limit
 
     def set_registry_reachable(self, reachable: bool) -> None:
@@ -233,64 +216,37 @@ class BrokerNode:
         (its fallback applies after `fallback.after_rounds`); the round it answers again, reports count again."""
         self._registry_reachable = bool(reachable)
 
-    def remove_broker(self, broker: str, incarnation: int | None = None) -> bool:
-        return self.table.remove_broker(broker, incarnation)
-
     def set_quota(self, quota: np.ndarray) -> None:
         """A changed quota: the hooks say what it does to the limits now (the references: nothing until the next
         allocation)."""
         new_quota = _checked_quota(quota, self.quota.shape)
         limit = self.hooks.quota_changed(self.quota, new_quota, self.limit, self._view())
         if limit is not self.limit:
-            self.limit = np.where(self.serving[:, None], self._floored(limit), self.limit)
-            self._apply_limits()
+            self._set_limits(limit)
         self.quota = new_quota
         self.pool = self.ramps.capped(self.quota)
 
-    def view_brokers(self) -> np.ndarray:
-        return self.table.view_brokers()
-
     def set_pool_size(self, pool_size: int | None) -> None:
         """The pool size agreed through the consensus store (`allocator.node.consensus`) for a policy that splits
-        by one (`numaflow-equal`); its host passes it before each allocation (None: waiting for agreement)."""
+        by one (`numaflow-equal`: its hooks keep it, `hooks.pool_size`); its host passes it before each allocation
+        (None: waiting for agreement)."""
         self.hooks.set_pool_size(pool_size)
-
-    @property
-    def splits_by_pool_size(self) -> bool:
-        return self.hooks.splits_by_pool_size
-
-    @property
-    def pool_size(self) -> int | None:
-        return self.hooks.pool_size
 
     # -- internals -------------------------------------------------------------------------------
 
     def _view(self, rows: np.ndarray | slice = slice(None)) -> PeerView:
-        """The usage table as the hooks read it, for the groups of `rows` (all by default)."""
-        n_slots, table = self.table.n_slots, self.table
-        present = table.present[rows, :n_slots]
-        demand_known = table.demand_known[rows, :n_slots][present].all()
-        silent = np.zeros(present.shape, dtype=bool)
-        width = min(n_slots, self._silent.shape[1])
-        silent[:, :width] = self._silent[rows, :width]
-        return PeerView(
-            usage=table.usage[rows, :n_slots],
-            demand=table.demand[rows, :n_slots] if demand_known else None,
-            present=present,
-            listed=table.listed[rows, :n_slots],
-            silent=silent & present,
-            has_roster=table.has_roster,
-            acknowledged=self.roster_acknowledged,
-            loss=self.loss_meter.loss,
-        )
+        return self.table.view(rows, self.roster_acknowledged, self.loss_meter.loss)
 
     def _brokers_in_view(self) -> np.ndarray:
         """[G] the brokers in the view of each group, this one always counted."""
         return self.table.present[:, OWN + 1 : self.table.n_slots].sum(axis=1) + 1
 
-    def _floored(self, limit: np.ndarray) -> np.ndarray:
-        """Every limit at least MIN_LIMIT (`np.inf`, unlimited, stays so)."""
-        return np.maximum(limit, MIN_LIMIT)
+    def _set_limits(self, limit: np.ndarray, apply: bool = True) -> None:
+        """The limits of the groups served, each at least MIN_LIMIT (`np.inf`, unlimited, stays so); to the
+        buckets unless `apply` is False (a later step of the round changes them again)."""
+        self.limit = np.where(self.serving[:, None], np.maximum(limit, MIN_LIMIT), self.limit)
+        if apply:
+            self._apply_limits()
 
     def _apply_limits(self) -> None:
         """The limits to the buckets (a group not served is not limited)."""

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from allocator import policies
 from allocator.node.fallback import FallbackSettings
+from allocator.node.usage_table import CleanupRules
 from allocator.ramps.ramped_pool import GroupRamp
 from allocator.wire.envelope import check_key
 from allocator.wire.pulsar.limits import WIRES, pulsar_refusal
@@ -53,3 +54,13 @@ class NodeSettings:
         )
         if self.wire == "pulsar" and refusal is not None:
             raise ValueError(f"wire pulsar: {refusal}")
+
+    def cleanup_rules(self, keep_listed: bool) -> CleanupRules:
+        """The usage table's rules; `keep_listed`: the policy keeps the entries of the peers the registry lists."""
+        return CleanupRules(
+            stale_after_s=self.stale_after_s,
+            max_report_age_s=self.max_report_age_s,
+            max_clock_skew_s=self.max_clock_skew_s,
+            interval_s=self.interval_s,
+            keep_listed=keep_listed,
+        )

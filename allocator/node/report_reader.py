@@ -9,6 +9,7 @@ that failed to decode or validate, and those of a broker or an incarnation the m
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -17,6 +18,15 @@ from allocator.wire.codec import MAX_REPORT_BYTES, decode_batch
 from allocator.wire.pulsar.reader import PulsarReader
 from allocator.wire.report_fields import ReportError
 from allocator.wire.usage_report import ReportBatch
+
+
+@dataclass
+class Inbox:
+    """What became of the reports a broker received, counted by outcome."""
+
+    accepted: int = 0
+    rejected: int = 0  # failed to decode or validate, or from an incarnation the registry did not issue
+    discarded: int = 0  # valid, but too old or new, from an old incarnation, a duplicate, a sequence jump, or own
 
 
 class ReportReader:

@@ -25,6 +25,7 @@ from enum import Enum
 
 import numpy as np
 
+from allocator.policies.hooks import PeerView
 from allocator.wire.usage_report import ReportBatch, UsageReport
 
 OWN = 0  # slot (and broker index) of the broker that holds the table
@@ -92,6 +93,7 @@ class UsageTable:
         self.demand_known = np.zeros((n_groups, 1), dtype=bool)
         self._refreshed_s = np.zeros((n_groups, 1))
         self._seq = np.full((n_groups, 1), -1, dtype=np.int64)
+        self._silent = np.zeros((n_groups, 1), dtype=bool)  # as of the last `mark_silent`
         self.slot_broker[:, OWN] = self._broker_index(own_broker)
 
     def __repr__(self) -> str:
@@ -211,11 +213,32 @@ class UsageTable:
         self.present &= ~stale
         return int(stale.sum())
 
-    def silent(self, now_s: float, after_s: float) -> np.ndarray:
-        """bool[G, n_slots]: present entries of other brokers not refreshed for more than `after_s`."""
+    def mark_silent(self, now_s: float, after_s: float) -> None:
+        """Note the present entries of other brokers not refreshed for more than `after_s`: `view` calls them
+        silent until the next mark (a cleanup's finding holds for the round)."""
         silent = self.present[:, : self.n_slots] & (self._refreshed_s[:, : self.n_slots] < now_s - after_s)
         silent[:, OWN] = False
-        return silent
+        self._silent = silent
+
+    def view(self, rows: np.ndarray | slice = slice(None), acknowledged: bool = False, loss: float = 0.0) -> PeerView:
+        """The table as a policy's hooks read it, for the groups of `rows` (all by default); `acknowledged` and
+        `loss` are the broker's to tell (`PeerView`)."""
+        n_slots = self.n_slots
+        present = self.present[rows, :n_slots]
+        demand_known = self.demand_known[rows, :n_slots][present].all()
+        silent = np.zeros(present.shape, dtype=bool)
+        width = min(n_slots, self._silent.shape[1])  # slots taken since the last mark are not silent
+        silent[:, :width] = self._silent[rows, :width]
+        return PeerView(
+            usage=self.usage[rows, :n_slots],
+            demand=self.demand[rows, :n_slots] if demand_known else None,
+            present=present,
+            listed=self.listed[rows, :n_slots],
+            silent=silent & present,
+            has_roster=self.has_roster,
+            acknowledged=acknowledged,
+            loss=loss,
+        )
 
     def remove_broker(self, broker: str, incarnation: int | None = None) -> bool:
         """Drop every entry of a broker the membership registry declared dead (that incarnation or older)."""
@@ -243,6 +266,10 @@ class UsageTable:
         for slot in range(self.n_slots):
             count += self.present[:, slot]
         return count
+
+    def listed_brokers(self) -> np.ndarray:
+        """[G] how many brokers the registry lists as serving each group (this one included when it does)."""
+        return self.listed[:, : self.n_slots].sum(axis=1)
 
     def view_usage(self) -> np.ndarray:
         """[G, D] each group's usage as this broker sees it: its own entry and every present peer entry, summed."""

@@ -126,7 +126,7 @@ class Service:
         limit = float(self.node.allocate()[0, 0])
         self.producers.bucket.set_rate(limit, capacity=self.capacity(limit))
         record = {"name": self.name, "round": round_index, "t": now, "elapsed_s": elapsed_s, "offered": offered,
-                  "admitted": admitted, "limit": limit, "view": int(self.node.view_brokers()[0]),
+                  "admitted": admitted, "limit": limit, "view": int(self.node.table.view_brokers()[0]),
                   "lost_transport": self.lost_transport}  # fmt: skip
         print(json.dumps(record), flush=True)
 

@@ -247,11 +247,11 @@ def test_cleanup_removes_dead_brokers_and_expires_silent_ones():
     assert b.cleanup(T0, dead=[("a", 0)]) == 1
     assert not usage_of(b, "a", 1)[0] and usage_of(b, "c", 1)[0]
     assert b.cleanup(T0, dead=[("a", 0), ("nobody", 3)]) == 0
-    assert b.view_brokers()[0] == 2
+    assert b.table.view_brokers()[0] == 2
     stale_after_s = b.settings.stale_after_s
     assert b.cleanup(T0 + stale_after_s) == 0
     assert b.cleanup(T0 + stale_after_s + 0.5) == 1  # c was silent for longer than stale_after_s
-    assert b.view_brokers()[0] == 1  # only itself
+    assert b.table.view_brokers()[0] == 1  # only itself
 
 
 def test_a_dead_older_incarnation_does_not_remove_the_live_one():

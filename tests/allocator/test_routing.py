@@ -121,7 +121,7 @@ def test_interest_routing_gives_every_broker_the_view_of_its_groups_and_leave_fo
         me = int(node.name[1:])
         expected = {(g, f"b{b}") for g in node.group_ids.tolist() for b in OWNERS[g] if b != me}
         assert set(node.table.entries()) - {(g, node.name) for g in node.group_ids.tolist()} == expected
-        np.testing.assert_array_equal(node.view_brokers(), [len(OWNERS[int(g)]) for g in node.group_ids])
+        np.testing.assert_array_equal(node.table.view_brokers(), [len(OWNERS[int(g)]) for g in node.group_ids])
         assert node.table.n_slots == max(len(OWNERS[int(g)]) for g in node.group_ids)
     deliver(nodes, [nodes[1].leave(T0 + 0.5)], T0 + 0.5)
     for node in nodes[:1] + nodes[2:]:

@@ -197,6 +197,26 @@ def test_a_listed_peer_never_heard_keeps_its_room():
     assert [brokers[n].limit[0, 0] for n in "abc"] == pytest.approx([30.0, 30.0, 30.0])
 
 
+def test_the_incumbents_make_room_for_a_newcomer_together_not_each_alone():
+    """Four brokers hold 25 each of 100 when e starts, listed but not heard (its first report is lost, as on
+    timers when a peer ticks before it): each steps down to its new share, 20, at once (it counts the others'
+    excess over their shares as room for e, which e takes only once all have read its listing), rather than each
+    cutting by e's whole share (to 5); the group holds its quota through the join."""
+    brokers = {name: node(name, [100.0], policy=SAFE) for name in "abcd"}
+    for round_index in range(4):
+        registry_round(brokers, dict.fromkeys(brokers, 30.0), T0 + round_index)
+    assert [broker.limit[0, 0] for broker in brokers.values()] == pytest.approx([25.0] * 4)
+    brokers["e"] = node("e", [100.0], policy=SAFE)
+    limits = []
+    for round_index in range(4, 7):
+        lost = {("e", incumbent) for incumbent in "abcd"} if round_index == 4 else set()
+        usage = registry_round(brokers, dict.fromkeys(brokers, 30.0), T0 + round_index, lost)
+        assert sum(usage.values()) <= 100.0 + MIN_LIMIT + 1e-9  # e starts at the floor
+        limits.append([broker.limit[0, 0] for broker in brokers.values()])
+    assert limits[0][:4] == pytest.approx([20.0] * 4)  # the join's round: the incumbents at their new share
+    assert limits[1] == limits[2] == pytest.approx([20.0] * 5)
+
+
 def test_a_listed_peers_entry_never_expires_an_unlisted_ones_does():
     a, b = node("a", [100.0], policy=SAFE, stale_after_s=10.0), node("b", [100.0], policy=SAFE)
     a.receive(payloads(b.build_reports(b.admit(np.array([30.0]), np.array([100.0]), T0), T0)), T0)

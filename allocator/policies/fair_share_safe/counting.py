@@ -5,7 +5,12 @@ taken from it and a peer counted high is room left unused. The principle: a peer
 heard, except where that is not known, and then at its max-min fair share of this broker's view:
 
 - a peer the membership registry lists as serving the group but never heard counts at its fair share, wanting
-  as much as it can get (it may have started this very round: every peer leaves it that room);
+  as much as it can get (it may have started this very round: every peer leaves it that room), less what the heard
+  peers are counted at above their own fair shares: they read the same listing and step down to their shares at
+  their next allocation, and the newcomer takes no room before every live broker has read it (it listens until
+  the registry acknowledges it), so their excess is room already set aside for it. Counting both, every
+  incumbent made room for the newcomer alone: each cut by its whole share, and the group ran at a fraction of
+  its quota for a round (a realtime join starved an incumbent);
 - a peer silent for a forced-report cycle (at least one of its forced reports was lost) counts at most at its
   fair share: its last usage is old news, and a peer that heard what moved its share has stepped to it;
 - a peer above its fair share counts above it only by as much as it used while it was within its share: an
@@ -28,6 +33,20 @@ import numpy as np
 from allocator.policies.hooks import OWN
 
 EXCESS_TOLERANCE = 0.05  # a usage up to 5% above the fair share is within it (rounding, a round's jitter)
+
+
+def _newcomer_reservation(
+    counted: np.ndarray, fair_share: np.ndarray, heard: np.ndarray, unheard_listed: np.ndarray
+) -> np.ndarray:
+    """[G, K] what each listed peer never heard is counted at: its fair share, less its part of the excess the
+    heard peers are counted at above their fair shares (room they give back as they make room for it)."""
+    peers = slice(OWN + 1, None)
+    excess = np.maximum(counted[:, peers] - fair_share[:, peers], 0.0) * heard[:, peers]
+    reserved = (fair_share * unheard_listed).sum(axis=1)
+    kept = 1.0 - np.minimum(
+        np.divide(excess.sum(axis=1), reserved, out=np.ones_like(reserved), where=reserved > 0), 1.0
+    )
+    return fair_share * kept[:, None]
 
 
 class PeerMemory:
@@ -66,8 +85,8 @@ class PeerMemory:
         believed_for = np.where(never_within, 1, excess_for_rounds)
         known_to_hold = np.where(excess_rounds > believed_for, fair_share, np.maximum(fair_share, within_usage))
         counted = np.minimum(usage, known_to_hold)
-        counted = np.where(silent, np.minimum(counted, fair_share), counted)
-        counted = np.where(unheard_listed, fair_share, np.where(heard, counted, 0.0))
+        counted = np.where(silent, np.minimum(counted, fair_share), np.where(heard, counted, 0.0))
+        counted = np.where(unheard_listed, _newcomer_reservation(counted, fair_share, heard, unheard_listed), counted)
         counted[:, OWN] = usage[:, OWN]
         return counted
 

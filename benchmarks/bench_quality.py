@@ -69,9 +69,9 @@ from quality_suite import (
     scenario_data,
     suite,
 )
-from tqdm import tqdm
 
 from allocator.policies import POLICIES, RECOMMENDED
+from experiments.progress import progress
 from experiments.scenario import parse_scenario
 
 RESULTS = results_path("quality")
@@ -97,12 +97,15 @@ def run_suite(cases: list[Case], runs_dir: Path, workers: int) -> tuple[dict[str
     failed: dict[str, str] = {}
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futures = {pool.submit(run_case, case, runs_dir): case for case in cases}
-        for future in tqdm(as_completed(futures), total=len(futures), desc="quality runs", unit="run"):
+        bar = progress(len(futures), "quality runs", "run")
+        for future in as_completed(futures):
+            bar.update()
             case = futures[future]
             try:
                 seconds[case.run_id] = future.result()
             except Exception as error:  # noqa: BLE001 - one failing run is recorded; the others still count
                 failed[case.run_id] = f"{type(error).__name__}: {error}"
+        bar.close()
     return seconds, failed
 
 

@@ -13,7 +13,13 @@ STEP_PCT = 10
 
 
 class Progress(Protocol):
+    """What tqdm's bar and `LineProgress` share."""
+
     def update(self, n: int = 1) -> object: ...
+
+    def set_postfix(self, **counts: object) -> object: ...
+
+    def write(self, line: str) -> None: ...
 
     def close(self) -> None: ...
 
@@ -24,6 +30,7 @@ class LineProgress:
     def __init__(self, total: int, desc: str, unit: str, stream: TextIO) -> None:
         self.total, self.desc, self.unit, self.stream = total, desc, unit, stream
         self.done = 0
+        self.postfix = ""
         self._next_pct = STEP_PCT
         self._start = time.monotonic()
 
@@ -34,9 +41,17 @@ class LineProgress:
         pct = 100 * self.done // self.total
         if pct >= self._next_pct:
             elapsed = time.monotonic() - self._start
-            print(f"{self.desc}: {pct}% ({self.done}/{self.total} {self.unit}) in {elapsed:.1f} s", file=self.stream)
-            self.stream.flush()
+            self.write(f"{self.desc}: {pct}% ({self.done}/{self.total} {self.unit}) in {elapsed:.1f} s{self.postfix}")
             self._next_pct = (pct // STEP_PCT + 1) * STEP_PCT
+
+    def set_postfix(self, **counts: object) -> None:
+        """Counts shown at the end of the next lines (`, ran=3, failed=0`), as tqdm shows them after its bar."""
+        self.postfix = "".join(f", {name}={value}" for name, value in counts.items())
+
+    def write(self, line: str) -> None:
+        """A line of its own (a failure, say), now."""
+        print(line, file=self.stream)
+        self.stream.flush()
 
     def close(self) -> None:
         pass

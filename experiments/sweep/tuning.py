@@ -36,9 +36,9 @@ import optuna
 import ray
 from ray import tune
 from ray.tune.search.optuna import OptunaSearch
-from tqdm import tqdm
 
 from actors.backends import init_ray
+from experiments.progress import progress
 from experiments.sweep.expand import NUMBER_WIDTH, Configuration, SweepPlan, candidate, short_hash
 from experiments.sweep.search import Distribution
 from experiments.sweep.store import find_spark_actor, run_record, spark_actor, store_actor
@@ -264,14 +264,16 @@ class _Progress:
 
     def __init__(self, plan: SweepPlan, store: Any, enabled: bool) -> None:
         self.store = store
-        self.bar = tqdm(total=plan.planned_runs, desc=f"sweep {plan.sweep.name}", unit="run", disable=not enabled)
+        self.enabled = enabled
+        self.bar = progress(plan.planned_runs, f"sweep {plan.sweep.name}", "run", enabled=enabled)
+        self.done = 0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._watch, name="sweep-progress", daemon=True)
         self.shown: set[str] = set()
         self.counts = (0, 0)
 
     def __enter__(self) -> _Progress:
-        if not self.bar.disable:
+        if self.enabled:
             self.thread.start()
         return self
 
@@ -287,7 +289,7 @@ class _Progress:
             self._show()
 
     def _show(self) -> None:
-        if self.bar.disable:
+        if not self.enabled:
             return
         tally = ray.get(self.store.tally.remote())
         for run_id, line in tally.failed.items():
@@ -297,8 +299,9 @@ class _Progress:
         done = len(tally.ran) + len(tally.skipped - set(tally.ran)) + len(tally.failed)
         if (done, len(tally.failed)) != self.counts:  # redrawn only when it moved: a log file gets few lines
             self.counts = (done, len(tally.failed))
-            self.bar.set_postfix(ran=len(tally.ran), failed=len(tally.failed), refresh=False)
-            self.bar.update(done - self.bar.n)
+            self.bar.set_postfix(ran=len(tally.ran), failed=len(tally.failed))
+            self.bar.update(done - self.done)
+            self.done = done
 
 
 def _stopped(result: tune.Result) -> bool:

@@ -114,3 +114,17 @@ def test_progress_off_a_terminal_is_a_line_every_ten_percent():
     assert len(lines) == 10
     assert lines[0].startswith("churn-and-loss: 10% (6/60 rounds) in ")
     assert lines[-1].startswith("churn-and-loss: 100% (60/60 rounds)")
+
+
+def test_progress_lines_carry_the_counts_and_a_failure_gets_a_line_of_its_own():
+    stream = io.StringIO()
+    progress = LineProgress(total=4, desc="sweep s", unit="run", stream=stream)
+    progress.set_postfix(ran=1, failed=0)
+    progress.update()
+    progress.write("run s-0001 failed: ValueError: bad")
+    progress.set_postfix(ran=1, failed=1)
+    progress.update(3)
+    first, failure, last = stream.getvalue().splitlines()
+    assert failure == "run s-0001 failed: ValueError: bad"
+    assert first.startswith("sweep s: 25% (1/4 run) in ") and first.endswith(" s, ran=1, failed=0")
+    assert last.startswith("sweep s: 100% (4/4 run) in ") and last.endswith(" s, ran=1, failed=1")

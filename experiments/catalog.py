@@ -18,24 +18,34 @@ SCENARIOS = Path(__file__).parent / "scenarios"
 SWEEPS = Path(__file__).parent / "sweeps"
 
 
+# kind -> (its folder, the command that runs it)
+KINDS = {"scenario": (SCENARIOS, "quotalab run"), "sweep": (SWEEPS, "quotalab sweep")}
+
+
 def scenario_file(text: str | Path) -> Path:
     """The scenario file `text` names: a path, or the name of a shipped scenario (`churn-and-loss`)."""
-    return _find(str(text), SCENARIOS, "scenario")
+    return _find(str(text), "scenario")
 
 
 def sweep_file(text: str | Path) -> Path:
     """The sweep file `text` names: a path, or the name of a shipped sweep (`quick`)."""
-    return _find(str(text), SWEEPS, "sweep")
+    return _find(str(text), "sweep")
 
 
-def _find(text: str, folder: Path, kind: str) -> Path:
+def _find(text: str, kind: str) -> Path:
     path = Path(text)
     if path.exists():
         return path
-    shipped = folder / (text if text.endswith(".yaml") else f"{text}.yaml")
-    if "/" not in text and shipped.is_file():
-        return shipped
+    if "/" not in text and _shipped_path(text, kind).is_file():
+        return _shipped_path(text, kind)
+    for other, (_, command) in KINDS.items():
+        if other != kind and "/" not in text and _shipped_path(text, other).is_file():
+            raise UserError(f"{text}: a shipped {other}, not a {kind}; run it with: {command} {text}")
     raise UserError(f"{text}: no such file, nor a shipped {kind} (`quotalab scenarios` lists them)")
+
+
+def _shipped_path(name: str, kind: str) -> Path:
+    return KINDS[kind][0] / (name if name.endswith(".yaml") else f"{name}.yaml")
 
 
 def is_sweep(data: object) -> bool:

@@ -39,8 +39,12 @@ def test_a_shipped_scenario_runs_by_name_and_a_path_wins(tmp_path, monkeypatch):
 
 
 def test_run_on_a_sweep_file_points_at_quotalab_sweep(capsys):
-    assert main(["run", "quick"]) == 2  # not a shipped scenario: no such file
-    assert "nor a shipped scenario" in capsys.readouterr().err
+    assert main(["run", "quick"]) == 2  # a shipped sweep's name
+    assert capsys.readouterr().err.strip() == (
+        "quotalab run: quick: a shipped sweep, not a scenario; run it with: quotalab sweep quick"
+    )
+    with pytest.raises(UserError, match="churn-and-loss: a shipped scenario, not a sweep; run it with: quotalab run"):
+        catalog.sweep_file("churn-and-loss")
     sweep = str(catalog.SWEEPS / "quick.yaml")
     assert main(["run", sweep]) == 2
     error = capsys.readouterr().err.strip()

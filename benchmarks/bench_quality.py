@@ -241,9 +241,11 @@ def worst_summary(by_loss: list[dict[str, Any]], policy: str = RECOMMENDED) -> s
         peaks = ", ".join(f"{100 * cell['peak_overshoot_worst']:.1f}% at {cell['loss']} loss" for cell in cells)
         over = max(cell["over_quota_per_100_worst"] for cell in cells)
         converge = max(cell["rounds_to_converge"] for cell in cells)
+        converge_worst = max(cell["rounds_to_converge_worst"] for cell in cells)
         sentences.append(
             f"{mode}, the worst round of any group {peaks}; at most {over:.1f} rounds in 100 more than 5% over "
-            f"the quota for any group; {converge:.2f} rounds to converge on average at worst"
+            f"the quota for any group; {converge:.2f} rounds to converge on average at worst, "
+            f"{converge_worst:.0f} in the slowest run"
         )
     return "; ".join(sentences) + " ([the tables](docs/policies.md#quality-suite))."
 

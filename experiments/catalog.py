@@ -36,16 +36,14 @@ def _find(text: str, kind: str) -> Path:
     path = Path(text)
     if path.exists():
         return path
-    if "/" not in text and _shipped_path(text, kind).is_file():
-        return _shipped_path(text, kind)
-    for other, (_, command) in KINDS.items():
-        if other != kind and "/" not in text and _shipped_path(text, other).is_file():
-            raise UserError(f"{text}: a shipped {other}, not a {kind}; run it with: {command} {text}")
+    if "/" not in text:
+        file_name = text if text.endswith(".yaml") else f"{text}.yaml"
+        for found, (folder, command) in sorted(KINDS.items(), key=lambda item: item[0] != kind):  # `kind` first
+            if (folder / file_name).is_file():
+                if found == kind:
+                    return folder / file_name
+                raise UserError(f"{text}: a shipped {found}, not a {kind}; run it with: {command} {text}")
     raise UserError(f"{text}: no such file, nor a shipped {kind} (`quotalab scenarios` lists them)")
-
-
-def _shipped_path(name: str, kind: str) -> Path:
-    return KINDS[kind][0] / (name if name.endswith(".yaml") else f"{name}.yaml")
 
 
 def is_sweep(data: object) -> bool:

@@ -80,7 +80,7 @@ class LogicalBroker:
             signer=plan.signer,
         )
         if host.pool_consensus:
-            self.node.set_pool_size(None)  # a newcomer waits for the pool size to be agreed
+            self.node.hooks.set_pool_size(None)  # a newcomer waits for the pool size to be agreed
         self.registry_reachable = True
         self.registered = np.zeros(len(plan.group_ids), dtype=bool)  # the groups the registry lists it serving
         self.broker_names = host.known_brokers  # the roster names brokers by their index here
@@ -182,7 +182,7 @@ class LogicalBroker:
         """The consensus's pool size for the next allocation. When the store stops (or starts again) answering,
         the node is told (`set_registry_reachable`: the fallbacks act on it); meanwhile it keeps splitting by
         the last size it had."""
-        self.node.set_pool_size(pool_size)
+        self.node.hooks.set_pool_size(pool_size)
         if reachable != self.registry_reachable:
             self.registry_reachable = reachable
             self.node.set_registry_reachable(reachable)

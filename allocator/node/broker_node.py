@@ -2,11 +2,11 @@
 
     traffic -> report -> (channel) -> receive -> roster -> clean up -> allocate -> new bucket rates
 
-`admit` and `build_reports` form the first phase, `receive`, `update_roster`, `cleanup` and `allocate` the
-second; a lockstep driver runs every broker's first phase before any second phase, a realtime broker runs both on
-its timer. The node decides nothing about the policy: at each step it asks the policy's hooks
-(`allocator.policies.hooks`), and keeps only what every policy shares (the buckets, the usage table, the report
-threshold, the loss meter, the ramps and the fallback).
+`admit` and `build_reports` form the first phase, `receive`, `update_roster`, `cleanup` and `allocate` the second; a
+lockstep driver runs every broker's first phase before any second phase, a realtime broker runs both on its timer.
+The node decides nothing about the policy: at each step it asks the policy's hooks (`allocator.policies.hooks`), and
+keeps only what every policy shares (the buckets, the usage table, the report threshold, the loss meter, the ramps
+and the fallback).
 """
 
 from __future__ import annotations
@@ -97,10 +97,8 @@ class BrokerNode:
         self._registry_reachable = True
 
     def __repr__(self) -> str:
-        return (
-            f"BrokerNode({self.name!r}, incarnation={self.incarnation}, serving={int(self.serving.sum())}/"
-            f"{len(self.group_ids)} groups, seq={self.sender.seq})"
-        )
+        serving = f"serving={int(self.serving.sum())}/{len(self.group_ids)} groups"
+        return f"BrokerNode({self.name!r}, incarnation={self.incarnation}, {serving}, seq={self.sender.seq})"
 
     # -- phase 1: traffic and report -------------------------------------------------------------
 
@@ -111,14 +109,12 @@ class BrokerNode:
         dt = self.settings.interval_s if self._last_admit_s is None else max(now_s - self._last_admit_s, 1e-9)
         self._last_admit_s, self._round_s = now_s, dt
         demand_msgs_per_s = np.clip(np.asarray(demand_msgs_per_s, dtype=np.float64), 0.0, None)
-        serving = demand_msgs_per_s > 0
-        starting = serving & ~self.serving
-        self.serving = serving
+        starting = (demand_msgs_per_s > 0) & ~self.serving
+        self.serving = demand_msgs_per_s > 0
         if starting.any():
-            self.limit[starting] = np.maximum(
-                self.hooks.start_limit(self.pool[starting], self._view(starting)), MIN_LIMIT
-            )
-            self._apply_limits()
+            start_limit = self.limit.copy()
+            start_limit[starting] = self.hooks.start_limit(self.pool[starting], self._view(starting))
+            self._set_limits(start_limit)
         admitted = self.limiter.admit(demand_msgs_per_s, msg_bytes, dt, now_s)
         traffic = Traffic(demand=admitted.offered, usage=admitted.admitted, throttled_s=admitted.throttled_s)
         self.claim(traffic)
@@ -133,7 +129,7 @@ class BrokerNode:
         """Encode this round's reports (one per topic) of the groups the hooks select."""
         demand = self.hooks.claimed_demand(traffic, self._round_s)
         watched = self.hooks.watched(traffic.usage, demand)
-        selection = self.hooks.select_reports(self.suppressor, watched, self.serving, self.loss_meter.loss)
+        selection = self.hooks.select_reports(self.suppressor, watched, self.serving, self.loss_meter.chance_all_lost)
         outbox = self.sender.encode(selection, traffic.usage, demand, self.incarnation, now_s)
         self.suppressor.commit(selection, watched)
         return outbox
@@ -226,12 +222,6 @@ class BrokerNode:
         self.quota = new_quota
         self.pool = self.ramps.capped(self.quota)
 
-    def set_pool_size(self, pool_size: int | None) -> None:
-        """The pool size agreed through the consensus store (`allocator.node.consensus`) for a policy that splits
-        by one (`numaflow-equal`: its hooks keep it, `hooks.pool_size`); its host passes it before each allocation
-        (None: waiting for agreement)."""
-        self.hooks.set_pool_size(pool_size)
-
     # -- internals -------------------------------------------------------------------------------
 
     def _view(self, rows: np.ndarray | slice = slice(None)) -> PeerView:
@@ -245,13 +235,9 @@ class BrokerNode:
         """The limits of the groups served, each at least MIN_LIMIT (`np.inf`, unlimited, stays so); to the
         buckets unless `apply` is False (a later step of the round changes them again)."""
         self.limit = np.where(self.serving[:, None], np.maximum(limit, MIN_LIMIT), self.limit)
-        if apply:
-            self._apply_limits()
-
-    def _apply_limits(self) -> None:
-        """The limits to the buckets (a group not served is not limited)."""
-        rates = np.where(self.serving[:, None], self.limit, np.inf)
-        self.limiter.set_limits(rates, self._last_admit_s or 0.0, self.settings.interval_s)
+        if apply:  # a group not served is not limited
+            rates = np.where(self.serving[:, None], self.limit, np.inf)
+            self.limiter.set_limits(rates, self._last_admit_s or 0.0, self.settings.interval_s)
 
 
 def _checked_quota(quota: np.ndarray, shape: tuple[int, int]) -> np.ndarray:

@@ -42,6 +42,17 @@ class LossMeter:
         seen = self._received + self._missed
         return self._missed / seen if seen > 0 else 0.0
 
+    def chance_all_lost(self, copies: int) -> float:
+        """The chance that `copies` reports are all lost, at any loss the counts leave possible: the mean of
+        `loss ** copies` over a loss drawn from Beta(missed + 1, received + 1), a uniform prior updated by the
+        counts. `1 / (copies + 1)` before anything is seen; close to `loss ** copies` once the counts are large,
+        above it while they are small (a few rounds of luck do not prove a channel lossless)."""
+        chance = 1.0
+        missed, seen = self._missed + 1.0, self._missed + self._received + 2.0
+        for copy in range(copies):
+            chance *= (missed + copy) / (seen + copy)
+        return chance
+
     def observe(self, brokers: Sequence[str], incarnations: Sequence[int], seqs: Sequence[int]) -> None:
         """Count one round's received reports (any order): then the older counts decay by `memory`."""
         self._received *= self.memory

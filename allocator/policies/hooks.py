@@ -18,6 +18,7 @@ state it needs on the hooks object the node owns; nothing here reads a clock.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -101,9 +102,14 @@ class Hooks:
         return usage
 
     def select_reports(
-        self, suppressor: ReportSuppressor, watched: np.ndarray, serving: np.ndarray, loss: float
+        self,
+        suppressor: ReportSuppressor,
+        watched: np.ndarray,
+        serving: np.ndarray,
+        chance_all_lost: Callable[[int], float],
     ) -> Selection:
-        """This round's report: PIP-82's threshold and forced reports (`loss`: as this broker measures it)."""
+        """This round's report: PIP-82's threshold and forced reports (`chance_all_lost(copies)`: the chance that
+        so many reports of this broker are all lost, from the loss it measures)."""
         return suppressor.select(watched, serving)
 
     def allocate(self, pool: np.ndarray, view: PeerView, limit: np.ndarray, serving: np.ndarray) -> np.ndarray:

@@ -1,14 +1,14 @@
 """Numaflow's split (`numaflow-equal`): every broker takes `pool / N`, N the brokers that serve the group.
 
 N is not in the usage table. The brokers agree on a pool size through the consensus store
-(`allocator.node.consensus`, Numaflow's heartbeats), an input a `BrokerNode` gets from its host every round
-(`BrokerNode.set_pool_size`); a group's N is the agreed pool size, at most the brokers the membership registry
+(`allocator.node.consensus`, Numaflow's heartbeats), an input a `BrokerNode` gets from its host every round (its
+host calls `hooks.set_pool_size`); a group's N is the agreed pool size, at most the brokers the membership registry
 lists as serving the group (this one included): a group served by 3 of 4 brokers is split in 3. While no size is
-agreed yet a newcomer holds the floor. The rule keeps the registry's signature and reads no store: N is the
-number of brokers present in the view it is given, and the hooks give it the pool as its view (N present
-brokers), so the common knobs (`min_share`, `smoothing`, `max_step`) work as for every policy. Given the usage
-view instead (a run without a pool-size consensus, `policies.step`), N is the brokers in view: the seed's "use
-pod count to throttle" without an external store.
+agreed yet a newcomer holds the floor. The rule keeps the registry's signature and reads no store: N is the number
+of brokers present in the view it is given, and the hooks give it the pool as its view (N present brokers), so the
+common knobs (`min_share`, `smoothing`, `max_step`) work as for every policy. Given the usage view instead (a run
+without a pool-size consensus, `policies.step`), N is the brokers in view: the seed's "use pod count to throttle"
+without an external store.
 
 The remainder is carried as fractional tokens: a limit is a rate, and the token bucket accrues fractions of a
 token and keeps them from one second to the next, so a pool of 1 msg/s on 2 brokers is 0.5 msg/s each (a

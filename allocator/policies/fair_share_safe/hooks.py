@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from allocator.policies.fair_share_safe import quota, reporting, start
@@ -42,9 +44,13 @@ class SafeHooks(Hooks):
         return np.hstack([usage, demand])
 
     def select_reports(
-        self, suppressor: ReportSuppressor, watched: np.ndarray, serving: np.ndarray, loss: float
+        self,
+        suppressor: ReportSuppressor,
+        watched: np.ndarray,
+        serving: np.ndarray,
+        chance_all_lost: Callable[[int], float],
     ) -> Selection:
-        copies = reporting.copies_needed(loss, self.bound.settings.lost_change_odds, self.force_every)
+        copies = reporting.copies_needed(chance_all_lost, self.bound.settings.lost_change_odds, self.force_every)
         every_round = self.newcomer | self.listening | self.held
         self.newcomer[:] = False
         return reporting.select_reports(suppressor, watched, serving, copies, every_round)

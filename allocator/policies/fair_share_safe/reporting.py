@@ -4,7 +4,7 @@ held below its fair share)."""
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -24,14 +24,10 @@ def throttled_demand(traffic: Traffic, round_s: float) -> np.ndarray:
     return traffic.usage / np.maximum(admitted_fraction, MIN_ADMITTED_FRACTION)[:, None]
 
 
-def copies_needed(loss: float, odds: float, most: int) -> int:
-    """The fewest copies of a report whose loss, every one of them at `loss`, has odds of at most `odds`
-    (`loss ** copies <= odds`), between 1 and `most`: 1 without loss or with `odds` 1, `most` at a loss of 1."""
-    if odds >= 1.0 or loss <= 0.0:
-        return 1
-    if loss >= 1.0:
-        return most
-    return max(1, min(most, math.ceil(math.log(odds) / math.log(loss) - 1e-9)))
+def copies_needed(chance_all_lost: Callable[[int], float], odds: float, most: int) -> int:
+    """The fewest copies of a report, between 1 and `most`, whose loss (every one of them) has a chance of at most
+    `odds`: `chance_all_lost(copies)` as the broker's loss meter puts it."""
+    return next((copies for copies in range(1, most) if chance_all_lost(copies) <= odds), most)
 
 
 def select_reports(

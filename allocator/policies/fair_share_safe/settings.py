@@ -21,8 +21,9 @@ class SafeSettings(PolicySettings):
         lambda x: 0.0 < x <= 1.0,
         "in (0, 1]",
         "report loss: a group whose usage or demand moved is reported in consecutive rounds until the chance of "
-        "losing every copy, at the loss this broker measures from its peers' sequence gaps, is at most this "
-        "(1 copy without loss, 2 at 10%, 4 at 30%; at most `force_every`; 1: one copy)",
+        "losing every copy is at most this, at any loss that the reports and sequence gaps this broker counted "
+        "leave possible (`force_every` copies before it counted any; over ten reports, 3 with none lost, 5 with a "
+        "third lost; at most `force_every`; 1: one copy)",
     )
 
     @property

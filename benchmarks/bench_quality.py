@@ -31,8 +31,9 @@ temporary folder unless `--keep DIR` is given.
 
 Run from the repository root: `python benchmarks/bench_quality.py [--quick] [--keep DIR]`. While tuning,
 `--policies`, `--disturbances` and `--losses` (comma-separated names) run a subset, `--no-realtime` leaves the
-realtime subset out, `--params JSON` gives every policy of it the same parameters; the tables are printed (and
-written to `DIR/quality.md` with `--keep DIR`), the saved results are left alone.
+realtime subset out, `--params JSON` gives every policy of it the same parameters, `--seeds 1-100` runs other seeds
+(five seeds under-sample a tail: how often a rare round comes takes a hundred); the tables are printed (and written
+to `DIR/quality.md` with `--keep DIR`), the saved results are left alone.
 """
 
 from __future__ import annotations
@@ -284,7 +285,7 @@ def run(
     whole suite, `keep/quality.md` for a subset); the results (saved as quality.json for the whole suite)."""
     from experiments.report.session import spark_session
 
-    cases = suite(QUICK_SEEDS if quick else SEEDS, subset)
+    cases = suite(subset.seeds or (QUICK_SEEDS if quick else SEEDS), subset)
     workers = workers or os.cpu_count() or 1
     load_before = loadavg_1m()
     with tempfile.TemporaryDirectory(prefix="quality-") as scratch:
@@ -366,10 +367,11 @@ def main() -> None:
         subset_help = f"a subset, comma-separated: {', '.join(known)}".replace("%", "%%")  # argparse formats help
         parser.add_argument(f"--{name}", type=_names(name, known), default=tuple(known), help=subset_help)
     parser.add_argument("--no-realtime", action="store_true", help="leave the realtime subset out")
+    parser.add_argument("--seeds", type=_seeds, help="other seeds than 1-5, e.g. 1-100 or 6,7 (a tail's odds)")
     parser.add_argument("--params", default="{}", help="policy parameters as JSON, e.g. '{\"lost_change_odds\": 1}'")
     args = parser.parse_args()
     params = tuple(sorted(json.loads(args.params).items()))
-    subset = Subset(args.disturbances, args.losses, args.policies, params, realtime=not args.no_realtime)
+    subset = Subset(args.disturbances, args.losses, args.policies, params, not args.no_realtime, args.seeds)
     result = run(quick=args.quick, keep=args.keep, workers=args.workers, subset=subset)
     markdown = result.pop("markdown")
     failures = [f"failed: {run_id}: {error}" for run_id, error in result["runs"]["failed"].items()]
@@ -383,6 +385,20 @@ def main() -> None:
     print(
         f"saved {MARKDOWN.relative_to(ROOT)}, the tables of {POLICIES_DOC.relative_to(ROOT)} and the README's summary"
     )
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    """An argparse type: seeds as `first-last` ranges and single numbers, comma-separated (`1-100`, `6,7`)."""
+    import argparse
+
+    seeds: set[int] = set()
+    for part in text.split(","):
+        first, dash, last = part.strip().partition("-")
+        last = last if dash else first
+        if not (first.isdigit() and last.isdigit()) or int(last) < int(first):
+            raise argparse.ArgumentTypeError(f"seeds: {part.strip()!r} is not a number or a range like 1-100")
+        seeds.update(range(int(first), int(last) + 1))
+    return tuple(sorted(seeds))
 
 
 def _names(kind: str, known: Iterable[str]) -> Callable[[str], tuple[str, ...]]:

@@ -179,6 +179,7 @@ class Subset:
     policies: tuple[str, ...] = tuple(POLICIES)
     params: tuple[tuple[str, Any], ...] = ()  # the same policy parameters for every policy of the subset
     realtime: bool = True  # and the realtime subset (its disturbances and policies within this subset)
+    seeds: tuple[int, ...] | None = None  # None: SEEDS (QUICK_SEEDS for the CI size)
 
     @property
     def whole(self) -> bool:

@@ -108,3 +108,23 @@ def test_runs_are_pooled_into_the_mean_and_the_worst():
         "starved": 0.08,  # 4 of 50 broker-rounds
         "starved_worst": 0.1,
     }
+
+
+@pytest.mark.parametrize(
+    ("text", "seeds"), [("1-5", (1, 2, 3, 4, 5)), ("7", (7,)), ("3-4, 9,1", (1, 3, 4, 9)), ("2-2", (2,))]
+)
+def test_seeds_are_ranges_and_numbers(text, seeds):
+    assert bench_quality._seeds(text) == seeds
+
+
+@pytest.mark.parametrize("text", ["", "x", "5-1", "1-", "-3", "1.5"])
+def test_a_bad_seed_is_named(text):
+    import argparse
+
+    with pytest.raises(argparse.ArgumentTypeError, match="is not a number or a range like 1-100"):
+        bench_quality._seeds(text)
+
+
+def test_other_seeds_make_a_subset_that_leaves_the_saved_results_alone():
+    assert not quality_suite.Subset(seeds=(1, 2, 3, 4, 5)).whole
+    assert quality_suite.Subset().whole

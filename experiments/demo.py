@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from allocator.policies import RECOMMENDED
+from experiments import prerequisites
 from experiments.catalog import SCENARIOS
-from experiments.prerequisites import check_java
 from experiments.run import run_scenario
 from experiments.scenario import load_scenario
 
@@ -26,7 +26,7 @@ def run_demo(
     from experiments.report import build_report
     from experiments.report.command import stderr_line
 
-    check_java()
+    prerequisites.check_java()  # looked up when called: a test's stand-in for it never sticks here
     run_dirs = []
     for policy in DEMO_POLICIES:
         scenario = load_scenario(DEMO_SCENARIO, {"policy.name": policy, "policy.params": {}, "backend": backend})

@@ -103,7 +103,7 @@ def comparison_figure(runs: list[dict[str, Any]], labels: list[str]) -> Figure:
         (f"starved: U_b < {STARVED_BELOW:g} F_b (%)", [_percent(run["overall"]["starved"]) for run in runs]),
         ("mean rounds to converge", [run["overall"]["mean_rounds_to_converge"] for run in runs]),
         ("Jain's index, last quarter", [run["overall"]["jain"] for run in runs]),
-        ("utilization U / min(Q, D)", [run["overall"]["utilization"] for run in runs]),
+        ("utilization U / T", [run["overall"]["utilization"] for run in runs]),
         ("bytes published / round", [run["bytes_published_per_round"] for run in runs]),
         ("bytes delivered / round", [run["bytes_delivered_per_round"] for run in runs]),
     ]

@@ -284,7 +284,9 @@ def _number(value: Any) -> float | None:
 def _definitions() -> str:
     terms = {
         "Q, U, D, T": "per group and round: the quota, the sum of the brokers' usage, the sum of their demand, "
-        "and the target T = min(Q, D). Rates per second in the dimension's unit.",
+        "and the target T = min(Q, D), less when another dimension holds the group (at its messages quota, a group "
+        "sends fewer bytes than its bytes quota allows: T = D times the smallest min(1, Q/D) of its dimensions). "
+        "Rates per second in the dimension's unit.",
         "overshoot": "max(0, U/Q - 1): how far usage went over the quota (shown in %). Peak: the worst round.",
         "rounds over quota": f"the share of a group's rounds with U > {1 + OVER_QUOTA_TOLERANCE:g} Q (over the quota "
         f"by more than {100 * OVER_QUOTA_TOLERANCE:g}%); an unlimited quota is never over. Per run: the mean over "

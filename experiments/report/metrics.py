@@ -1,7 +1,9 @@
 """The report's metrics as Spark transforms: each takes DataFrames and returns one, its final `select` the contract.
 
 Definitions (DESIGN.md, "Analysis (Spark)"), per run, group, quota dimension and round: `Q` quota, `U` sum of
-the brokers' usage, `D` sum of their demand, target `T = min(Q, D)`;
+the brokers' usage, `D` sum of their demand, target `T = min(Q, D)`, scaled down to the share of the demand the
+group's tightest dimension admits (a group held at its messages quota sends fewer bytes than its bytes quota allows:
+`T = D * min over the dimensions of min(1, Q/D)`);
 overshoot `max(0, U/Q - 1)`; over quota when `U > 1.05 Q` (an unlimited quota never is), and `rounds_over_quota` the
 share of a group's rounds that are; utilization `U / T`; fair reference `F_b` the max-min fair split of `Q` over the
 brokers' demands; Jain's index of `x_b = U_b / F_b` over the brokers with `F_b > 0`, `(sum x)^2 / (n sum x^2)`;
@@ -118,7 +120,9 @@ def group_rounds(broker_rounds: DataFrame) -> DataFrame:
     )
     Q, U, D = F.col("quota"), F.col("usage"), F.col("demand")
     limited = F.col("quota") < math.inf
-    target = F.least(Q, D)
+    own_share = F.when(D > 0, F.least(F.lit(1.0), Q / D)).otherwise(1.0)  # of the demand, this quota admits
+    group_share = F.min(own_share).over(W.partitionBy("run_id", "group", "round"))  # the tightest dimension's
+    target = F.when(group_share < own_share, D * group_share).otherwise(F.least(Q, D))
     over_quota = limited & (U > (1 + OVER_QUOTA_TOLERANCE) * Q)
     return totals.select(
         *GROUP_ROUND,

@@ -5,7 +5,7 @@ Silences come from the `events` table: a `registry_outage` lasts its `rounds`; a
 heals). For each run and silence, over the groups with a quota:
 
 - peak overshoot: the largest `max(0, U/Q - 1)` of a round of the silence;
-- lost throughput: `sum(max(0, T - U)) / sum(T)` over its rounds, with `T = min(Q, D)`: the share of what the
+- lost throughput: `sum(max(0, T - U)) / sum(T)` over its rounds, with `T` the target (`metrics`): the share of what the
   quota allowed and the producers wanted that was held back;
 - rounds to recover: the `rounds_to_converge` (see `metrics`) after the event that ends it, the largest over the
   groups; null when it never settled again, or when the run ended first.
@@ -80,7 +80,7 @@ def comparison_figure(table: pd.DataFrame) -> Figure:
         names = [run_id for run_id, _ in labels]
     panels = [
         ("peak overshoot while silent (%)", "peak_overshoot", 100.0),
-        ("lost throughput while silent (% of min(Q, D))", "lost_throughput", 100.0),
+        ("lost throughput while silent (% of the target T)", "lost_throughput", 100.0),
         ("rounds to recover after (none: never)", "rounds_to_recover", 1.0),
     ]
     figure = plotting.grid(1, 3, [title for title, _, _ in panels], 420)

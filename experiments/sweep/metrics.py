@@ -32,7 +32,8 @@ METRICS = {
     "peak_overshoot": "per run, the worst max(0, U/Q - 1) over groups and rounds",
     "rounds_over_quota": "per run, the mean over groups of the share of rounds with usage over the quota by more "
     "than 5% (U > 1.05 Q; an unlimited quota never is)",
-    "utilization": "per run, the mean over groups of U / min(Q, D) over the last quarter (above 1: over quota)",
+    "utilization": "per run, the mean over groups of U / T over the last quarter, T the target min(Q, D) (less "
+    "when another dimension holds the group; above 1: over quota)",
     "jain": "per run, the mean over groups of Jain's index of usage over the max-min fair share (last quarter)",
     "fairness_error": "per run, the mean over groups of sum |U_b - F_b| / Q (last quarter)",
     "bytes_published_per_round": "per run, the bytes of usage reports published per round",

@@ -125,6 +125,25 @@ def test_round_metrics(round_results, name):
         assert row[metric] == (None if value is None else pytest.approx(value)), metric
 
 
+def test_a_dimension_held_by_another_targets_what_the_tightest_admits(spark):
+    """Messages of 2,000 bytes: 90 msgs/s wanted on a quota of 80 admit 8/9 of the demand, 160,000 B/s, under a
+    bytes quota of 200,000 that alone would admit all 180,000. A group held at its messages quota uses all it
+    can in bytes (utilization 1); the bytes target without the messages quota would leave it at 0.89 for ever."""
+    bytes_dimension = {"dimension": "publish_bytes_per_s"}
+    rows = [
+        rounds_row(0, "a", usage=60, demand=60 * 9 / 8, quota=80),
+        rounds_row(0, "b", usage=20, demand=20 * 9 / 8, quota=80),
+        rounds_row(0, "a", usage=120_000, demand=135_000, quota=200_000, **bytes_dimension),
+        rounds_row(0, "b", usage=40_000, demand=45_000, quota=200_000, **bytes_dimension),
+        rounds_row(0, "a", usage=10, demand=10, quota=100, group="alone"),  # one dimension, under its quota
+    ]
+    result = by_key(group_rounds_of(spark, rows), "group", "dimension")
+    messages, bytes_ = result[("g", "publish_msgs_per_s")], result[("g", "publish_bytes_per_s")]
+    assert (messages["target"], messages["utilization"]) == (pytest.approx(80.0), pytest.approx(1.0))
+    assert (bytes_["target"], bytes_["utilization"]) == (pytest.approx(160_000.0), pytest.approx(1.0))
+    assert result[("alone", "publish_msgs_per_s")]["target"] == 10.0
+
+
 GROUP_ROUNDS_SCHEMA = T.StructType(
     [
         T.StructField("run_id", T.StringType()),

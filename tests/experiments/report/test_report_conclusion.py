@@ -40,6 +40,10 @@ def test_the_run_that_holds_the_quota_is_named_with_what_it_costs_and_when_the_o
     )
     assert "it publishes 621 bytes of reports per round, converges in 2.5 rounds" in text
     assert "against pulsar: 300 bytes (fair-share-safe: 2.1x that), 5.7 rounds on average" in text
+    assert "after an event (1 of 6 events never converged)" in text
+    runs[1]["overall"]["events_not_converged"] = 0
+    text = conclusion(runs, {"pulsar": "pulsar", "safe": "fair-share-safe"}, per_round, EVENTS)
+    assert "after an event (every one of its 6 events)" in text and "never converged" not in text
 
 
 def test_when_nobody_holds_it_the_closest_comes_first_and_a_single_run_speaks_for_itself():

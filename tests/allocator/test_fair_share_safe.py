@@ -145,17 +145,20 @@ def test_a_node_joining_starts_at_the_residual_it_heard_and_listens_an_allocatio
 
 
 @pytest.mark.parametrize(
-    ("limit", "new_limit", "loss", "expected"),
+    ("limit", "new_limit", "loss", "room_left", "expected"),
     [
-        (10.0, 22.5, 0.0, 22.5),  # no loss: the whole rise at once
-        (10.0, 22.5, 0.3, 18.75),  # 30% of the peers' reports lost: 70% of the rise this round
-        (30.0, 20.0, 0.3, 20.0),  # a cut applies at once
-        (np.inf, np.inf, 0.3, np.inf),  # unlimited stays so
-        (10.0, np.inf, 0.3, np.inf),
+        (10.0, 22.5, 0.0, 0.0, 22.5),  # no loss: the whole rise at once, whatever room was left before
+        (10.0, 22.5, 0.3, 20.0, 18.75),  # 30% of the peers' reports lost: 70% of the rise this round
+        (10.0, 22.5, 0.3, 5.0, 13.5),  # ... of the room left unclaimed last allocation: 70% of 5
+        (10.0, 22.5, 0.3, 0.0, 10.0),  # room freed since then waits a round
+        (30.0, 20.0, 0.3, 0.0, 20.0),  # a cut applies at once
+        (np.inf, np.inf, 0.3, 0.0, np.inf),  # unlimited stays so
+        (10.0, np.inf, 0.3, 0.0, np.inf),
     ],
 )
-def test_a_rise_is_taken_at_the_pace_reports_arrive(limit, new_limit, loss, expected):
-    assert paced(np.array([[limit]]), np.array([[new_limit]]), loss)[0, 0] == expected
+def test_a_rise_is_taken_at_the_pace_reports_arrive(limit, new_limit, loss, room_left, expected):
+    paced_limit = paced(np.array([[limit]]), np.array([[new_limit]]), loss, np.array([[room_left]]))
+    assert paced_limit[0, 0] == pytest.approx(expected)
 
 
 # -- the roster: room for the peers not heard yet ---------------------------------------------------------
@@ -416,6 +419,14 @@ COUNT_CASES = [
         [(30.0, 60.0)] * 7,
         30.0,
     ),
+    # a holds 35 and leaves 5 of 90; b rises into those 5 the round c's demand rises (the shares become 30): b
+    # counts at its 35, not at the 30 it held, and a cuts to 25 rather than to 30 (the group at 95)
+    (
+        "a peer that rose into room left unclaimed counts at its usage",
+        [(30.0, 60.0)] * 6 + [(35.0, 60.0)],
+        [(20.0, 20.0)] * 6 + [(30.0, 60.0)],
+        25.0,
+    ),
     (
         "a claim that jumps above the share counts at the share",
         [(1.0, 60.0)] + [(300.0, 600.0)] * 6,
@@ -478,3 +489,24 @@ def test_a_silent_peer_never_costs_more_than_its_usage_over_its_fair_share():
         a.allocate()
     fair_share = max_min_fair(np.array([90.0]), np.array([[60.0, 60.0, 60.0]]))[0]
     assert a.limit[0, 0] <= 90.0 - 30.0 - min(60.0, fair_share[1]) + 1e-9
+
+
+def test_a_demand_shift_with_the_risers_news_lost_holds_the_quota():
+    """Demands 60/30/30/10/30 on 100 (limits 10 and 22.5 each), one report in ten lost. Then a falls to 10 and
+    d rises to 60 in the same round, and d's report of it is lost to b, c and e: each of them sees a's room
+    freed and, not hearing d want it, would take its part of it as d does (the group at 108). They wait a round
+    for it, hear d's next report, and leave it to d: the group never goes over its quota, and the limits reach
+    the new split, 10 and 22.5 each."""
+    names = "abcde"
+    brokers = {name: node(name, [100.0], policy=SAFE) for name in names}
+    demand = dict(zip(names, (60.0, 30.0, 30.0, 10.0, 30.0), strict=True))
+    pairs = [(sender, receiver) for sender in names for receiver in names if sender != receiver]
+    for round_index in range(24):
+        if round_index == 12:
+            demand.update(a=10.0, d=60.0)
+        lost = {pair for k, pair in enumerate(pairs) if (k + round_index) % 10 == 0}
+        if round_index == 12:
+            lost |= {("d", other) for other in "bce"}
+        usage = registry_round(brokers, demand, T0 + round_index, lost)
+        assert sum(usage.values()) <= 100.0 + 1e-9, round_index
+    assert [brokers[name].limit[0, 0] for name in names] == pytest.approx([10.0, 22.5, 22.5, 22.5, 22.5], rel=0.02)

@@ -13,10 +13,13 @@ heard, except where that is not known, and then at its max-min fair share of thi
   its quota for a round (a realtime join starved an incumbent);
 - a peer silent for a forced-report cycle (at least one of its forced reports was lost) counts at most at its
   fair share: its last usage is old news, and a peer that heard what moved its share has stepped to it;
-- a peer above its fair share counts above it only by as much as it used while it was within its share: an
-  honest peer that has not yet heard what moved its share still holds what it held, while a liar's claim jumps
-  above anything it held and counts at its share at once; an excess that lasts two forced-report cycles counts
-  at the share alone (by then an honest peer has heard a forced report of the change);
+- a peer above its fair share counts above it only by as much as it used while it was within its share, or
+  at its usage if that fits in what it held plus the room this broker's last allocation left unclaimed: an
+  honest peer that has not yet heard what moved its share still holds what it held, and may have risen into
+  room it saw free (a peer whose rise this broker heard, when the peer did not: counting it at its old usage
+  took the same room twice), while a liar's claim jumps above anything it held and any room, and counts at its
+  share at once; an excess that lasts two forced-report cycles counts at the share alone (by then an honest
+  peer has heard a forced report of the change);
 - a peer first heard above its fair share (it may have held that room before this broker came, and has not
   stepped down for it yet) counts at its usage for one allocation more: the registry lists a newcomer the round
   it starts, and every peer makes room for a listed newcomer at its next allocation;
@@ -51,13 +54,15 @@ def _newcomer_reservation(
 
 class PeerMemory:
     """Per group, peer slot and dimension: the usage the peer reached while within its fair share (or when first
-    heard), and how many consecutive allocations it has been above it since."""
+    heard), and how many consecutive allocations it has been above it since; per group and dimension, the room
+    this broker's last allocation left unclaimed."""
 
     def __init__(self, n_groups: int, n_dimensions: int) -> None:
         self.within_usage = np.zeros((n_groups, 1, n_dimensions))
         self.excess_rounds = np.zeros((n_groups, 1, n_dimensions), dtype=np.int64)
         self.known = np.zeros((n_groups, 1, n_dimensions), dtype=bool)  # heard at the last allocation
         self.never_within = np.zeros((n_groups, 1, n_dimensions), dtype=bool)  # above its share since first heard
+        self.room_left = np.zeros((n_groups, n_dimensions))  # pool - peers counted - own limit, last allocation
 
     def counted_usage(
         self,
@@ -83,16 +88,27 @@ class PeerMemory:
         known[...] = heard
         excess_rounds[...] = np.where(heard & ~within, excess_rounds + 1, 0)
         believed_for = np.where(never_within, 1, excess_for_rounds)
-        known_to_hold = np.where(excess_rounds > believed_for, fair_share, np.maximum(fair_share, within_usage))
+        could_hold = within_usage + self.room_left[:, dimension, None]
+        believed = np.where(usage <= could_hold, usage, np.maximum(fair_share, within_usage))
+        known_to_hold = np.where(excess_rounds > believed_for, fair_share, believed)
         counted = np.minimum(usage, known_to_hold)
         counted = np.where(silent, np.minimum(counted, fair_share), np.where(heard, counted, 0.0))
         counted = np.where(unheard_listed, _newcomer_reservation(counted, fair_share, heard, unheard_listed), counted)
         counted[:, OWN] = usage[:, OWN]
         return counted
 
+    def leave(self, pool: np.ndarray, counted_peers: np.ndarray, new_limit: np.ndarray) -> None:
+        """After an allocation: the room it left unclaimed, [G, D] `pool - counted_peers - new_limit` (at least 0;
+        0 where the pool or the limit is unlimited)."""
+        bounded = np.isfinite(pool) & np.isfinite(new_limit)
+        left = np.subtract(pool, counted_peers + new_limit, out=np.zeros_like(new_limit), where=bounded)
+        self.room_left = np.maximum(left, 0.0)
+
     def rescale(self, ratio: np.ndarray) -> None:
-        """A quota change, `ratio` [G, D] = new / old quota: what each peer is known to hold scales with it."""
+        """A quota change, `ratio` [G, D] = new / old quota: what each peer is known to hold scales with it, and so
+        does the room left (the peers' part and this broker's limit both scale)."""
         self.within_usage *= ratio[:, None, :]
+        self.room_left *= ratio
 
     def _widen(self, n_slots: int) -> None:
         if self.within_usage.shape[1] >= n_slots:

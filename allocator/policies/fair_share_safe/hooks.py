@@ -61,12 +61,13 @@ class SafeHooks(Hooks):
     def allocate(self, pool: np.ndarray, view: PeerView, limit: np.ndarray, serving: np.ndarray) -> np.ndarray:
         """Per dimension: the fair share of every broker of the view (the listed ones never heard wanting the whole
         pool), each peer counted at what it is known to hold (`counting`), the rule; a rise taken at the pace news
-        travels (`start.paced`); a newcomer keeps its start limit while it listens. A limit under its fair share
-        asks for a report every round."""
+        travels, into room left unclaimed for a round (`start.paced`); a newcomer keeps its start limit while it
+        listens. A limit under its fair share asks for a report every round."""
         unheard = view.listed & ~view.present
         present = view.present | unheard
         new_limit = np.empty_like(limit)
         held = np.zeros(self.n_groups, dtype=bool)
+        counted_peers = np.empty_like(limit)
         for d in range(self.n_dimensions):
             room = np.where(np.isfinite(pool[:, d]), pool[:, d], 0.0)
             wants = view.usage[:, :, d] if view.demand is None else view.demand[:, :, d]
@@ -75,13 +76,15 @@ class SafeHooks(Hooks):
             counted = self.memory.counted_usage(
                 d, view.usage[:, :, d], fair_share, view.present, view.silent, unheard, 2 * self.force_every
             )
+            counted_peers[:, d] = counted[:, OWN + 1 :].sum(axis=1)
             new_limit[:, d] = self.rule(pool[:, d], limit[:, d], counted, wants, present)
             held |= new_limit[:, d] < (1.0 - HELD_TOLERANCE) * fair_share[:, OWN]
-        new_limit = start.paced(limit, new_limit, view.loss)
+        new_limit = start.paced(limit, new_limit, view.loss, self.memory.room_left)
         self.unacknowledged = (self.unacknowledged | (self.rounds_served == 0)) & serving & (not view.acknowledged)
         self.listening = start.listening(self.unacknowledged, self.rounds_served, view.has_roster) & serving
         new_limit = np.where(self.listening[:, None], np.minimum(new_limit, limit), new_limit)
         self.held = held & serving
+        self.memory.leave(pool, counted_peers, new_limit)
         self.rounds_served = np.where(serving, self.rounds_served + 1, 0)
         return new_limit
 

@@ -34,14 +34,19 @@ def listening(unacknowledged: np.ndarray, rounds_served: np.ndarray, has_roster:
     return unacknowledged if has_roster else rounds_served < LISTEN_ALLOCATIONS
 
 
-def paced(limit: np.ndarray, new_limit: np.ndarray, loss: float) -> np.ndarray:
-    """[G, D] `new_limit` with each rise above `limit` cut to the share `1 - loss` of it (`loss`: the share of its
-    peers' reports this broker measures as lost; a cut applies at once).
+def paced(limit: np.ndarray, new_limit: np.ndarray, loss: float, room_left: np.ndarray) -> np.ndarray:
+    """[G, D] `new_limit` with each rise above `limit` cut to the share `1 - loss` of it, and, while reports are
+    lost (`loss` > 0: the share of its peers' reports this broker measures as lost), to at most `room_left`, the
+    room its last allocation left unclaimed; a cut applies at once.
 
     Room freed by a peer is free for every broker whose share grew, but when a report is lost brokers disagree on
-    whose share grew: two that each think the room is theirs take it twice. A rise taken at the pace reports
-    arrive leaves that room for the broker whose news was lost: without loss a broker takes its whole rise, at
-    30% loss 70% of it a round (the rest the next rounds)."""
+    whose share grew: two that each think the room is theirs take it twice. A rise waits a round for room freed
+    since the last allocation: by then a peer that rose into the same room has had its news sent twice (a change
+    is reported in consecutive rounds), and a broker hears it unless both copies were lost. It is taken at the
+    pace reports arrive, which leaves room for the broker whose news was lost: without loss a broker takes its
+    whole rise at once, at 30% loss 70% of it a round (the rest the next rounds)."""
     finite = np.isfinite(limit) & np.isfinite(new_limit)  # to or from unlimited: at once
-    rise = np.subtract(new_limit, limit, out=np.zeros_like(new_limit), where=finite)
-    return new_limit - loss * np.maximum(rise, 0.0)
+    rise = np.maximum(np.subtract(new_limit, limit, out=np.zeros_like(new_limit), where=finite), 0.0)
+    if loss == 0.0:
+        return new_limit
+    return new_limit - (rise - (1.0 - loss) * np.minimum(rise, room_left))

@@ -97,7 +97,7 @@ class PeerMemory:
         counted[:, OWN] = usage[:, OWN]
         return counted
 
-    def leave(self, pool: np.ndarray, counted_peers: np.ndarray, new_limit: np.ndarray) -> None:
+    def remember_room_left(self, pool: np.ndarray, counted_peers: np.ndarray, new_limit: np.ndarray) -> None:
         """After an allocation: the room it left unclaimed, [G, D] `pool - counted_peers - new_limit` (at least 0;
         0 where the pool or the limit is unlimited)."""
         bounded = np.isfinite(pool) & np.isfinite(new_limit)

@@ -84,7 +84,7 @@ class SafeHooks(Hooks):
         self.listening = start.listening(self.unacknowledged, self.rounds_served, view.has_roster) & serving
         new_limit = np.where(self.listening[:, None], np.minimum(new_limit, limit), new_limit)
         self.held = held & serving
-        self.memory.leave(pool, counted_peers, new_limit)
+        self.memory.remember_room_left(pool, counted_peers, new_limit)
         self.rounds_served = np.where(serving, self.rounds_served + 1, 0)
         return new_limit
 

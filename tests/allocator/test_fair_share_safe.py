@@ -419,13 +419,20 @@ COUNT_CASES = [
         [(30.0, 60.0)] * 7,
         30.0,
     ),
-    # a holds 35 and leaves 5 of 90; b rises into those 5 the round c's demand rises (the shares become 30): b
-    # counts at its 35, not at the 30 it held, and a cuts to 25 rather than to 30 (the group at 95)
+    # a holds 35 and leaves 5 of 90; one of b's reports is lost (a gap: a measures loss); b rises into those 5
+    # the round c's demand rises (the shares become 30): b counts at its 35, not at the 30 it held, and a cuts to
+    # 25 rather than to 30 (the group at 95). Without loss no room is believed (the next case)
     (
         "a peer that rose into room left unclaimed counts at its usage",
-        [(30.0, 60.0)] * 6 + [(35.0, 60.0)],
+        [(30.0, 60.0)] * 2 + [None] + [(30.0, 60.0)] * 3 + [(35.0, 60.0)],
         [(20.0, 20.0)] * 6 + [(30.0, 60.0)],
         25.0,
+    ),
+    (
+        "without loss a peer above its share counts at what it held",
+        [(30.0, 60.0)] * 6 + [(35.0, 60.0)],
+        [(20.0, 20.0)] * 6 + [(30.0, 60.0)],
+        30.0,
     ),
     (
         "a claim that jumps above the share counts at the share",

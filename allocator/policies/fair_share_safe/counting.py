@@ -16,10 +16,11 @@ heard, except where that is not known, and then at its max-min fair share of thi
 - a peer above its fair share counts above it only by as much as it used while it was within its share, or
   at its usage if that fits in what it held plus the room this broker's last allocation left unclaimed: an
   honest peer that has not yet heard what moved its share still holds what it held, and may have risen into
-  room it saw free (a peer whose rise this broker heard, when the peer did not: counting it at its old usage
-  took the same room twice), while a liar's claim jumps above anything it held and any room, and counts at its
-  share at once; an excess that lasts two forced-report cycles counts at the share alone (by then an honest
-  peer has heard a forced report of the change);
+  room it saw free while reports are lost (a peer whose rise this broker heard, when the peer did not: counting
+  it at its old usage took the same room twice; without loss every peer heard the same reports, and no room is
+  believed), while a liar's claim jumps above anything it held and any room, and counts at its share at once;
+  an excess that lasts two forced-report cycles counts at the share alone (by then an honest peer has heard a
+  forced report of the change);
 - a peer first heard above its fair share (it may have held that room before this broker came, and has not
   stepped down for it yet) counts at its usage for one allocation more: the registry lists a newcomer the round
   it starts, and every peer makes room for a listed newcomer at its next allocation;
@@ -54,15 +55,13 @@ def _newcomer_reservation(
 
 class PeerMemory:
     """Per group, peer slot and dimension: the usage the peer reached while within its fair share (or when first
-    heard), and how many consecutive allocations it has been above it since; per group and dimension, the room
-    this broker's last allocation left unclaimed."""
+    heard), and how many consecutive allocations it has been above it since."""
 
     def __init__(self, n_groups: int, n_dimensions: int) -> None:
         self.within_usage = np.zeros((n_groups, 1, n_dimensions))
         self.excess_rounds = np.zeros((n_groups, 1, n_dimensions), dtype=np.int64)
         self.known = np.zeros((n_groups, 1, n_dimensions), dtype=bool)  # heard at the last allocation
         self.never_within = np.zeros((n_groups, 1, n_dimensions), dtype=bool)  # above its share since first heard
-        self.room_left = np.zeros((n_groups, n_dimensions))  # pool - peers counted - own limit, last allocation
 
     def counted_usage(
         self,
@@ -73,9 +72,11 @@ class PeerMemory:
         silent: np.ndarray,
         unheard_listed: np.ndarray,
         excess_for_rounds: int,
+        room_left: np.ndarray,
     ) -> np.ndarray:
         """[G, K] what each entry counts at (see the module docstring); `fair_share`, `heard`, `silent` and
-        `unheard_listed` are [G, K] too, slot `OWN` counts at its own usage. Updates the memory of `dimension`."""
+        `unheard_listed` are [G, K] too, slot `OWN` counts at its own usage; `room_left` [G] is the room a peer
+        may have risen into (0 without loss). Updates the memory of `dimension`."""
         self._widen(usage.shape[1])
         within_usage = self.within_usage[:, : usage.shape[1], dimension]
         excess_rounds = self.excess_rounds[:, : usage.shape[1], dimension]
@@ -88,7 +89,7 @@ class PeerMemory:
         known[...] = heard
         excess_rounds[...] = np.where(heard & ~within, excess_rounds + 1, 0)
         believed_for = np.where(never_within, 1, excess_for_rounds)
-        could_hold = within_usage + self.room_left[:, dimension, None]
+        could_hold = within_usage + room_left[:, None]
         believed = np.where(usage <= could_hold, usage, np.maximum(fair_share, within_usage))
         known_to_hold = np.where(excess_rounds > believed_for, fair_share, believed)
         counted = np.minimum(usage, known_to_hold)
@@ -97,18 +98,9 @@ class PeerMemory:
         counted[:, OWN] = usage[:, OWN]
         return counted
 
-    def remember_room_left(self, pool: np.ndarray, counted_peers: np.ndarray, new_limit: np.ndarray) -> None:
-        """After an allocation: the room it left unclaimed, [G, D] `pool - counted_peers - new_limit` (at least 0;
-        0 where the pool or the limit is unlimited)."""
-        bounded = np.isfinite(pool) & np.isfinite(new_limit)
-        left = np.subtract(pool, counted_peers + new_limit, out=np.zeros_like(new_limit), where=bounded)
-        self.room_left = np.maximum(left, 0.0)
-
     def rescale(self, ratio: np.ndarray) -> None:
-        """A quota change, `ratio` [G, D] = new / old quota: what each peer is known to hold scales with it, and so
-        does the room left (the peers' part and this broker's limit both scale)."""
+        """A quota change, `ratio` [G, D] = new / old quota: what each peer is known to hold scales with it."""
         self.within_usage *= ratio[:, None, :]
-        self.room_left *= ratio
 
     def _widen(self, n_slots: int) -> None:
         if self.within_usage.shape[1] >= n_slots:

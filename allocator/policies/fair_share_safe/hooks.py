@@ -19,7 +19,8 @@ class SafeHooks(Hooks):
     """The per-group state of one broker: allocations since it started serving each group, the groups it started
     serving that the registry has not yet said every broker knows (a newcomer listens meanwhile), whether a
     newcomer was heard or listed (answer it), whether the last allocation held the limit below the fair share
-    (report every round), and what each peer is known to hold (`PeerMemory`)."""
+    (report every round), the room it left unclaimed (per dimension), and what each peer is known to hold
+    (`PeerMemory`)."""
 
     keeps_listed_peers = True  # a live peer the registry lists keeps its entry, however long its reports are lost
     claims_estimated_demand = True  # every report carries the demand its limiter tells
@@ -31,6 +32,7 @@ class SafeHooks(Hooks):
         self.listening = np.zeros(self.n_groups, dtype=bool)
         self.newcomer = np.zeros(self.n_groups, dtype=bool)
         self.held = np.zeros(self.n_groups, dtype=bool)
+        self.room_left = np.zeros((self.n_groups, self.n_dimensions))
         self.memory = PeerMemory(self.n_groups, self.n_dimensions)
 
     def start_limit(self, pool: np.ndarray, view: PeerView) -> np.ndarray:
@@ -68,26 +70,36 @@ class SafeHooks(Hooks):
         new_limit = np.empty_like(limit)
         held = np.zeros(self.n_groups, dtype=bool)
         counted_peers = np.empty_like(limit)
+        believed_room = self.room_left if view.loss > 0 else np.zeros_like(self.room_left)
         for d in range(self.n_dimensions):
             room = np.where(np.isfinite(pool[:, d]), pool[:, d], 0.0)
             wants = view.usage[:, :, d] if view.demand is None else view.demand[:, :, d]
             wants = np.where(unheard, room[:, None], np.where(view.present, wants, 0.0))
             fair_share = max_min_fair(pool[:, d], wants, present)
             counted = self.memory.counted_usage(
-                d, view.usage[:, :, d], fair_share, view.present, view.silent, unheard, 2 * self.force_every
+                d,
+                view.usage[:, :, d],
+                fair_share,
+                view.present,
+                view.silent,
+                unheard,
+                2 * self.force_every,
+                believed_room[:, d],
             )
             counted_peers[:, d] = counted[:, OWN + 1 :].sum(axis=1)
             new_limit[:, d] = self.rule(pool[:, d], limit[:, d], counted, wants, present)
             held |= new_limit[:, d] < (1.0 - HELD_TOLERANCE) * fair_share[:, OWN]
-        new_limit = start.paced(limit, new_limit, view.loss, self.memory.room_left)
+        new_limit = start.paced(limit, new_limit, view.loss, self.room_left)
         self.unacknowledged = (self.unacknowledged | (self.rounds_served == 0)) & serving & (not view.acknowledged)
         self.listening = start.listening(self.unacknowledged, self.rounds_served, view.has_roster) & serving
         new_limit = np.where(self.listening[:, None], np.minimum(new_limit, limit), new_limit)
         self.held = held & serving
-        self.memory.remember_room_left(pool, counted_peers, new_limit)
+        self.room_left = start.unclaimed(pool, counted_peers, new_limit)
         self.rounds_served = np.where(serving, self.rounds_served + 1, 0)
         return new_limit
 
     def quota_changed(self, old: np.ndarray, new: np.ndarray, limit: np.ndarray, view: PeerView) -> np.ndarray:
-        self.memory.rescale(quota.ratio(old, new))
+        ratio = quota.ratio(old, new)
+        self.memory.rescale(ratio)
+        self.room_left *= ratio  # the peers' part and this broker's limit both scale
         return quota.rescaled(old, new, limit, view.present.sum(axis=1))

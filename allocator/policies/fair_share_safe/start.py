@@ -50,3 +50,11 @@ def paced(limit: np.ndarray, new_limit: np.ndarray, loss: float, room_left: np.n
     if loss == 0.0:
         return new_limit
     return new_limit - (rise - (1.0 - loss) * np.minimum(rise, room_left))
+
+
+def unclaimed(pool: np.ndarray, counted_peers: np.ndarray, new_limit: np.ndarray) -> np.ndarray:
+    """[G, D] the room an allocation leaves unclaimed, `pool - counted_peers - new_limit` (at least 0; 0 where the
+    pool or the limit is unlimited): room a rise may take at the next allocation, and a peer may have risen into."""
+    bounded = np.isfinite(pool) & np.isfinite(new_limit)
+    left = np.subtract(pool, counted_peers + new_limit, out=np.zeros_like(new_limit), where=bounded)
+    return np.maximum(left, 0.0)

@@ -501,9 +501,9 @@ def test_a_silent_peer_never_costs_more_than_its_usage_over_its_fair_share():
 def test_a_demand_shift_with_the_risers_news_lost_holds_the_quota():
     """Demands 60/30/30/10/30 on 100 (limits 10 and 22.5 each), one report in ten lost. Then a falls to 10 and
     d rises to 60 in the same round, and d's report of it is lost to b, c and e: each of them sees a's room
-    freed and, not hearing d want it, would take its part of it as d does (the group at 108). They wait a round
-    for it, hear d's next report, and leave it to d: the group never goes over its quota, and the limits reach
-    the new split, 10 and 22.5 each."""
+    freed and, not hearing d want it, would take its part of it as d does (the group at 110 the next round
+    without the wait). They wait a round for it, hear d's next report, and leave it to d: the group never goes
+    over its quota, and the limits reach the new split, 10 and 22.5 each."""
     names = "abcde"
     brokers = {name: node(name, [100.0], policy=SAFE) for name in names}
     demand = dict(zip(names, (60.0, 30.0, 30.0, 10.0, 30.0), strict=True))

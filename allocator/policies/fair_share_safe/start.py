@@ -45,10 +45,10 @@ def paced(limit: np.ndarray, new_limit: np.ndarray, loss: float, room_left: np.n
     is reported in consecutive rounds), and a broker hears it unless both copies were lost. It is taken at the
     pace reports arrive, which leaves room for the broker whose news was lost: without loss a broker takes its
     whole rise at once, at 30% loss 70% of it a round (the rest the next rounds)."""
-    finite = np.isfinite(limit) & np.isfinite(new_limit)  # to or from unlimited: at once
-    rise = np.maximum(np.subtract(new_limit, limit, out=np.zeros_like(new_limit), where=finite), 0.0)
     if loss == 0.0:
         return new_limit
+    finite = np.isfinite(limit) & np.isfinite(new_limit)  # to or from unlimited: at once
+    rise = np.maximum(np.subtract(new_limit, limit, out=np.zeros_like(new_limit), where=finite), 0.0)
     return new_limit - (rise - (1.0 - loss) * np.minimum(rise, room_left))
 
 

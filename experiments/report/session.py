@@ -19,6 +19,10 @@ from pyspark.sql import SparkSession
 from experiments.errors import UserError
 
 PANDAS_3_WARNING = "PySpark does not yet fully support pandas"
+# A report's JVM lives for one command and most of its time goes to compiling the plans' code, not running it:
+# C2's optimising compiler and the parallel GC's threads take cores from the two a laptop has. Measured with
+# `benchmarks/bench_report.py` (results/report.json): the demo's report and a million rows both faster.
+DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def spark_session(master: str = "local[*]", verbose: bool = False) -> SparkSession:
@@ -26,6 +30,7 @@ def spark_session(master: str = "local[*]", verbose: bool = False) -> SparkSessi
 
     getOrCreate semantics: when a session already runs (the tests' fixture, a notebook), it is returned as it
     is and `master` is ignored. Few shuffle partitions because the aggregated tables are small; no UI; UTC.
+    The driver's JVM compiles with C1 only and collects with the serial GC (`DRIVER_JAVA_OPTIONS`).
     """
     # Any Python worker of a local master must be this interpreter (same pandas, pyarrow, allocator).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -38,6 +43,7 @@ def spark_session(master: str = "local[*]", verbose: bool = False) -> SparkSessi
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
+        .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
     )
     try:
         with contextlib.nullcontext() if verbose else _stderr_to_devnull():

@@ -1,0 +1,10 @@
+"""The shared SparkSession's driver JVM runs with the options the report was measured with."""
+
+from experiments.report.session import DRIVER_JAVA_OPTIONS
+
+
+def test_the_driver_jvm_compiles_with_c1_only_and_collects_with_the_serial_gc(spark):
+    runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    arguments = set(runtime.getInputArguments())
+    assert set(DRIVER_JAVA_OPTIONS.split()) <= arguments
+    assert {"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"} <= arguments

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import Window as W
 from pyspark.sql import functions as F
 
@@ -202,7 +202,7 @@ def group_summary(group_rounds: DataFrame) -> DataFrame:
     quarter of the run's rounds."""
     in_last_quarter = F.col("round") >= F.col("last_quarter_from")
     return (
-        group_rounds.withColumn("last_quarter_from", _last_quarter_from())
+        _with_last_quarter_from(group_rounds)
         .groupBy(*GROUP)
         .agg(
             F.max("overshoot").alias("peak_overshoot"),
@@ -233,7 +233,7 @@ def starvation(broker_rounds: DataFrame) -> DataFrame:
     starved = has_fair_share & (F.col("usage") < STARVED_BELOW * F.col("fair"))
     in_last_quarter = F.col("round") >= F.col("last_quarter_from")
     return (
-        broker_rounds.withColumn("last_quarter_from", _last_quarter_from())
+        _with_last_quarter_from(broker_rounds)
         .filter(in_last_quarter)
         .groupBy(*GROUP)
         .agg(
@@ -244,11 +244,20 @@ def starvation(broker_rounds: DataFrame) -> DataFrame:
     )
 
 
-def _last_quarter_from() -> Column:
-    """The first round of the last quarter of each row's run: `first + floor(rounds * 3 / 4)`."""
-    whole_run = W.partitionBy("run_id").rowsBetween(W.unboundedPreceding, W.unboundedFollowing)
-    first_round, last_round = F.min("round").over(whole_run), F.max("round").over(whole_run)
-    return first_round + F.floor((last_round - first_round + 1) * 3 / 4)
+def _with_last_quarter_from(frame: DataFrame) -> DataFrame:
+    """`frame` with `last_quarter_from`, the first round of the last quarter of each row's run:
+    `first + floor(rounds * 3 / 4)`.
+
+    From a per-run aggregate joined back, not a window over the run: a window partitioned by run alone puts a
+    whole run's rows (a million broker rows) in one task.
+    """
+    first_round, last_round = F.col("first_round"), F.col("last_round")
+    per_run = (
+        frame.groupBy("run_id")
+        .agg(F.min("round").alias("first_round"), F.max("round").alias("last_round"))
+        .select("run_id", (first_round + F.floor((last_round - first_round + 1) * 3 / 4)).alias("last_quarter_from"))
+    )
+    return frame.join(F.broadcast(per_run), on="run_id")
 
 
 _MESSAGE_COUNTS = [

@@ -246,6 +246,16 @@ def test_group_summary_peak_and_last_quarter_means(spark):
     assert summary["report_bytes_per_round"] == 10.0 and summary["rounds"] == 8
 
 
+def test_each_run_has_its_own_last_quarter(spark):
+    # r1: rounds 0-7 (last quarter 6-7), usage 40 there; r2: rounds 10-13 (last quarter 13 alone), usage 80
+    # there. A quarter taken over both runs (rounds 0-13: from round 10) would mix them.
+    rows = [rounds_row(r, "a", usage=40 if r >= 6 else 100, demand=100) for r in range(8)]
+    rows += [rounds_row(r, "a", usage=80 if r == 13 else 100, demand=100, run_id="r2") for r in range(10, 14)]
+    summary = by_key(metrics.group_summary(group_rounds_of(spark, rows)), "run_id")
+    assert summary[("r1",)]["utilization"] == pytest.approx(0.4) and summary[("r1",)]["rounds"] == 8
+    assert summary[("r2",)]["utilization"] == pytest.approx(0.8) and summary[("r2",)]["rounds"] == 4
+
+
 def test_rounds_over_quota_counts_only_rounds_more_than_5_percent_over(spark):
     # 10 rounds at Q = 100: three over by more than 5% (106, 120, 150), one over by exactly 5% (105, not
     # counted), one just under the quota, five well under -> 3 of 10.

@@ -25,12 +25,21 @@ class GroupLimiter:
         self.bytes_dimension = np.asarray(bytes_dimension, dtype=bool)
         unlimited = np.full(n_groups, np.inf)
         self._buckets = [TokenBucketArray(unlimited, capacity=unlimited) for _ in self.bytes_dimension]
+        self._interval_s = 0.0  # the allocation interval (`set_limits`): the least time a bucket holds tokens for
 
     def admit(self, demand_msgs_per_s: np.ndarray, msg_bytes: np.ndarray, dt_s: float, now_s: float) -> Admitted:
         """Over `dt_s` the producers offer `demand * dt` messages; a message needs tokens in every dimension's bucket
-        (1, or its size in bytes), so the most stringent dimension decides what is admitted."""
+        (1, or its size in bytes), so the most stringent dimension decides what is admitted.
+
+        The fluid model admits `dt_s` of traffic at once, so each bucket holds `dt_s` of tokens, one interval at
+        least: a round that comes late (a realtime timer's lag) does not lose to the cap the tokens its producers,
+        sending all along, would have spent as they came. A saturated group is admitted at its limit, never above.
+        """
         cost = np.where(self.bytes_dimension[None, :], np.asarray(msg_bytes, dtype=np.float64)[:, None], 1.0)
-        now_ns = int(now_s * 1e9)
+        now_ns, dt_ns = int(now_s * 1e9), int(dt_s * 1e9)
+        held_s = max(self._interval_s, dt_s)
+        for bucket in self._buckets:  # as of the round's start: nothing refilled, no balance cut
+            bucket.set_rate(bucket.rate_per_s, now_ns - dt_ns, capacity=bucket.rate_per_s * held_s)
         tokens = np.stack([bucket.available(now_ns) for bucket in self._buckets], axis=1)
         admitted_msgs = np.minimum(demand_msgs_per_s * dt_s, (tokens / cost).min(axis=1))
         for index, bucket in enumerate(self._buckets):
@@ -46,6 +55,7 @@ class GroupLimiter:
     def set_limits(self, limit: np.ndarray, now_s: float, interval_s: float) -> None:
         """The rates `limit [G, D]` (`np.inf`: unlimited), each bucket holding one interval of tokens: the fluid
         model admits a round's traffic at once."""
+        self._interval_s = interval_s
         now_ns = int(now_s * 1e9)
         for index, bucket in enumerate(self._buckets):
             bucket.set_rate(limit[:, index], now_ns, capacity=limit[:, index] * interval_s)

@@ -38,7 +38,7 @@ class GroupLimiter:
         cost = np.where(self.bytes_dimension[None, :], np.asarray(msg_bytes, dtype=np.float64)[:, None], 1.0)
         now_ns, dt_ns = int(now_s * 1e9), int(dt_s * 1e9)
         held_s = max(self._interval_s, dt_s)
-        for bucket in self._buckets:  # as of the round's start: nothing refilled, no balance cut
+        for bucket in self._buckets:  # as of the round's start, the buckets' last update (`set_limits`): no refill
             bucket.set_rate(bucket.rate_per_s, now_ns - dt_ns, capacity=bucket.rate_per_s * held_s)
         tokens = np.stack([bucket.available(now_ns) for bucket in self._buckets], axis=1)
         admitted_msgs = np.minimum(demand_msgs_per_s * dt_s, (tokens / cost).min(axis=1))

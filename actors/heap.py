@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 from collections.abc import Callable
 
 
@@ -29,3 +30,14 @@ _MALLOC_TRIM = _malloc_trim()
 def release_free_heap() -> bool:
     """Give the free pages of every malloc arena back to the system; True if the C library could."""
     return _MALLOC_TRIM is not None and bool(_MALLOC_TRIM(0))
+
+
+def freeze_heap() -> None:
+    """Take every object the process holds now (its modules, the plan, its brokers' state: ~99,000 in a host
+    actor of ten brokers) out of the garbage collector's full collections, as Ray Serve does for a replica once
+    it has started (`RAY_SERVE_FREEZE_GC_ON_STARTUP`). A full collection walks every tracked object: in ten host
+    actors sharing two cores with one more busy process, the first ones of a run took 0.2-0.6 s each on the
+    timers' threads (seen with `gc.callbacks`), every timer of the actor late by as much. Frozen, a full
+    collection walks what the rounds made since (~2,300 objects, 15-60 ms)."""
+    gc.collect()
+    gc.freeze()

@@ -26,6 +26,7 @@ from actors.backends import Backend, Synchronized, blocking_call
 from actors.broker_host import BrokerHost, BrokerState, Published
 from actors.channel import Counters
 from actors.cluster import Cluster
+from actors.heap import freeze_heap
 from actors.lag_histogram import LagHistogram
 from actors.lockstep import apply_round_events, event_row, log_lost, message_rows
 from actors.plan import HostPlan, Plan
@@ -89,6 +90,12 @@ class RealtimeHost(BrokerHost):
         # None until it answers, or in a run without a registry: then no report is checked against it
         self._issued: dict[str, int] | None = None
         self._endpoint: RedisEndpoint | None = None  # this host's own side of a real transport
+
+    def settle(self, own_process: bool) -> None:
+        """Ready for the clock to start. A host alone in its process (a Ray actor) freezes what the process
+        holds by now (`actors.heap.freeze_heap`), so that no collection of it stops the timer mid-run."""
+        if own_process:
+            freeze_heap()
 
     def start_clock(self, channel: Any, membership: Any, epoch: float, consensus: Any = None) -> None:
         """Start ticking. `channel`: the simulated channel (shared), or a `RedisLink` to open this host's own
@@ -289,7 +296,8 @@ def _run_realtime(
     # broker whose host came up after the epoch would tick through its overdue rounds alone, in a burst.
     for slot in cluster.slots:
         cluster.host(slot.brokers[0])
-    ready = [backend.call(handle, "drain") for handle in cluster.all_hosts()]
+    own_process = backend.name != "local"
+    ready = [backend.call(handle, "settle", own_process) for handle in cluster.all_hosts()]
     if driver_endpoint is None:
         ready.append(backend.call(cluster.channel, "subscribers"))
     if cluster.membership is not None:
@@ -305,7 +313,9 @@ def _run_realtime(
         return channel, cluster.membership, epoch, cluster.consensus
 
     backend.gather([backend.call(h, "start_clock", *clock_args()) for h in cluster.all_hosts()])
-    cluster.on_new_host = lambda handle: backend.gather([backend.call(handle, "start_clock", *clock_args())])
+    cluster.on_new_host = lambda handle: backend.gather(
+        [backend.call(handle, "settle", own_process), backend.call(handle, "start_clock", *clock_args())]
+    )
     lags, steady_lags, latencies = LagHistogram(), LagHistogram(), LagHistogram()
     last_round, completed = 0, 0  # completed: the rounds whose every tick is collected
     try:

@@ -306,7 +306,7 @@ def markdown(result: dict[str, Any]) -> str:
     table = ["| " + " | ".join(row) + " |" for row in rows]
     table.insert(1, "|" + "---|" * len(rows[0]))
     header = (
-        f"Last measured {result['at']} on 2 cores shared with other work, backend `{result.get('backend', 'ray')}`; "
+        f"Last measured {result['at']} on 2 cores, backend `{result.get('backend', 'ray')}`; "
         "a cell's (load a-b) is the 1-minute load average before and after its run: timer lags follow it."
     )
     return "\n".join([header, "", *table])

@@ -15,7 +15,7 @@ from test_broker_node import MSGS, T0, exchange, node, payloads
 from allocator.node.broker_node import MIN_LIMIT, BrokerNode
 from allocator.node.node_settings import NodeSettings
 from allocator.policies import POLICIES, RECOMMENDED, bind, describe, step
-from allocator.policies.fair_share_safe.start import paced, start_limit
+from allocator.policies.fair_share_safe.start import paced, risers, start_limit
 from allocator.policies.hooks import PeerView
 from allocator.policies.waterfill import max_min_fair
 from allocator.wire.codec import decode_report
@@ -159,6 +159,17 @@ def test_a_node_joining_starts_at_the_residual_it_heard_and_listens_an_allocatio
 def test_a_rise_is_taken_at_the_pace_reports_arrive(limit, new_limit, loss, room_left, expected):
     paced_limit = paced(np.array([[limit]]), np.array([[new_limit]]), loss, np.array([[room_left]]))
     assert paced_limit[0, 0] == pytest.approx(expected)
+
+
+
+def test_the_room_left_is_shared_by_the_brokers_that_may_rise_into_it():
+    """A broker counted below the least of what it wants and its fair share may rise (5% tolerance); one at it,
+    above it, wanting no more or absent may not; a group with none counts one (its room is anyone's)."""
+    wants = np.array([[50.0, 30.0, 30.0, 10.0, 40.0], [10.0, 10.0, 10.0, 10.0, 10.0]])
+    fair_share = np.array([[30.0, 30.0, 30.0, 10.0, 30.0], [20.0, 20.0, 20.0, 20.0, 20.0]])
+    counted = np.array([[22.0, 30.0, 29.0, 5.0, 20.0], [10.0, 10.0, 10.0, 10.0, 10.0]])
+    present = np.array([[True, True, True, True, False], [True, True, True, True, True]])
+    assert risers(wants, fair_share, counted, present, 0.05).tolist() == [2, 1]  # a and d; nobody
 
 
 # -- the roster: room for the peers not heard yet ---------------------------------------------------------
@@ -517,3 +528,4 @@ def test_a_demand_shift_with_the_risers_news_lost_holds_the_quota():
         usage = registry_round(brokers, demand, T0 + round_index, lost)
         assert sum(usage.values()) <= 100.0 + 1e-9, round_index
     assert [brokers[name].limit[0, 0] for name in names] == pytest.approx([10.0, 22.5, 22.5, 22.5, 22.5], rel=0.02)
+

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 from allocator.policies.fair_share_safe import quota, reporting, start
-from allocator.policies.fair_share_safe.counting import PeerMemory
+from allocator.policies.fair_share_safe.counting import EXCESS_TOLERANCE, PeerMemory
 from allocator.policies.hooks import OWN, Hooks, PeerView, Traffic
 from allocator.policies.reporting import ReportSuppressor, Selection
 from allocator.policies.waterfill import max_min_fair
@@ -63,13 +63,14 @@ class SafeHooks(Hooks):
     def allocate(self, pool: np.ndarray, view: PeerView, limit: np.ndarray, serving: np.ndarray) -> np.ndarray:
         """Per dimension: the fair share of every broker of the view (the listed ones never heard wanting the whole
         pool), each peer counted at what it is known to hold (`counting`), the rule; a rise taken at the pace news
-        travels, into room left unclaimed for a round (`start.paced`); a newcomer keeps its start limit while it
-        listens. A limit under its fair share asks for a report every round."""
+        travels, into its part of the room left unclaimed for a round (`start.paced`); a newcomer keeps its start
+        limit while it listens. A limit under its fair share asks for a report every round."""
         unheard = view.listed & ~view.present
         present = view.present | unheard
         new_limit = np.empty_like(limit)
         held = np.zeros(self.n_groups, dtype=bool)
         counted_peers = np.empty_like(limit)
+        risers = np.empty_like(limit)
         believed_room = self.room_left if view.loss > 0 else np.zeros_like(self.room_left)
         for d in range(self.n_dimensions):
             room = np.where(np.isfinite(pool[:, d]), pool[:, d], 0.0)
@@ -87,9 +88,10 @@ class SafeHooks(Hooks):
                 believed_room[:, d],
             )
             counted_peers[:, d] = counted[:, OWN + 1 :].sum(axis=1)
+            risers[:, d] = start.risers(wants, fair_share, counted, present, EXCESS_TOLERANCE)
             new_limit[:, d] = self.rule(pool[:, d], limit[:, d], counted, wants, present)
             held |= new_limit[:, d] < (1.0 - HELD_TOLERANCE) * fair_share[:, OWN]
-        new_limit = start.paced(limit, new_limit, view.loss, self.room_left)
+        new_limit = start.paced(limit, new_limit, view.loss, self.room_left / risers)
         self.unacknowledged = (self.unacknowledged | (self.rounds_served == 0)) & serving & (not view.acknowledged)
         self.listening = start.listening(self.unacknowledged, self.rounds_served, view.has_roster) & serving
         new_limit = np.where(self.listening[:, None], np.minimum(new_limit, limit), new_limit)

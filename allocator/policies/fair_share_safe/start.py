@@ -34,10 +34,20 @@ def listening(unacknowledged: np.ndarray, rounds_served: np.ndarray, has_roster:
     return unacknowledged if has_roster else rounds_served < LISTEN_ALLOCATIONS
 
 
+def risers(
+    wants: np.ndarray, fair_share: np.ndarray, counted: np.ndarray, present: np.ndarray, tolerance: float
+) -> np.ndarray:
+    """[G] how many brokers of the view (this one included) are counted below what they may rise to, the least of
+    what they want and their fair share: the ones that may rise into room left unclaimed; at least 1."""
+    rising = present & ((1.0 + tolerance) * counted < np.minimum(wants, fair_share))
+    return np.maximum(rising.sum(axis=1), 1)
+
+
 def paced(limit: np.ndarray, new_limit: np.ndarray, loss: float, room_left: np.ndarray) -> np.ndarray:
     """[G, D] `new_limit` with each rise above `limit` cut to the share `1 - loss` of it, and, while reports are
-    lost (`loss` > 0: the share of its peers' reports this broker measures as lost), to at most `room_left`, the
-    room its last allocation left unclaimed; a cut applies at once.
+    lost (`loss` > 0: the share of its peers' reports this broker measures as lost), to at most `room_left`, this
+    broker's part of the room its last allocation left unclaimed (the room over the brokers that may rise into
+    it, `risers`: every one of them saw the same room free, and took it at once); a cut applies at once.
 
     Room freed by a peer is free for every broker whose share grew, but when a report is lost brokers disagree on
     whose share grew: two that each think the room is theirs take it twice. A rise waits a round for room freed

@@ -161,7 +161,6 @@ def test_a_rise_is_taken_at_the_pace_reports_arrive(limit, new_limit, loss, room
     assert paced_limit[0, 0] == pytest.approx(expected)
 
 
-
 def test_the_room_left_is_shared_by_the_brokers_that_may_rise_into_it():
     """A broker counted below the least of what it wants and its fair share may rise (5% tolerance); one at it,
     above it, wanting no more or absent may not; a group with none counts one (its room is anyone's)."""
@@ -528,4 +527,3 @@ def test_a_demand_shift_with_the_risers_news_lost_holds_the_quota():
         usage = registry_round(brokers, demand, T0 + round_index, lost)
         assert sum(usage.values()) <= 100.0 + 1e-9, round_index
     assert [brokers[name].limit[0, 0] for name in names] == pytest.approx([10.0, 22.5, 22.5, 22.5, 22.5], rel=0.02)
-

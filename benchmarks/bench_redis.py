@@ -49,6 +49,7 @@ from experiments.scenario.spec import Scenario
 
 RESULTS = results_path("redis")
 LAG_TARGET_MS = 100.0
+PARTS = ("latency", "scale", "outcome")
 OUTCOME_METRICS = ("peak_overshoot", "rounds_over_quota_per_100_rounds", "mean_rounds_to_converge")
 
 
@@ -305,8 +306,9 @@ def markdown(result: dict[str, Any]) -> str:
             )
     table = ["| " + " | ".join(row) + " |" for row in rows]
     table.insert(1, "|" + "---|" * len(rows[0]))
+    measured = ", ".join(f"{name} {result[name].get('at', result['at'])}" for name in PARTS if name in result)
     header = (
-        f"Last measured {result['at']} on 2 cores, backend `{result.get('backend', 'ray')}`; "
+        f"Measured on 2 cores ({measured}), backend `{result.get('backend', 'ray')}`; "
         "a cell's (load a-b) is the 1-minute load average before and after its run: timer lags follow it."
     )
     return "\n".join([header, "", *table])
@@ -337,26 +339,24 @@ def write_docs(block: str) -> None:
     DOCS.write_text(f"{head}{DOCS_BEGIN}\n{block}\n{DOCS_END}{tail}")
 
 
-def run(
-    only: tuple[str, ...] = ("latency", "scale", "outcome"), quick: bool = False, backend_name: str = "ray"
-) -> dict:
+def run(only: tuple[str, ...] = PARTS, quick: bool = False, backend_name: str = "ray") -> dict:
     result: dict[str, Any] = {**environment("redis", "ray", "numpy"), "quick": quick, "backend": backend_name}
     load = loadavg_1m()
-    if "latency" in only:
-        result["latency"] = latency(backend_name, 20 if quick else 100)
-    if "scale" in only:
-        result["scale"] = scale(backend_name, 10 if quick else 40)
-    if "outcome" in only:
-        result["outcome"] = outcome([1] if quick else [1, 2, 3])
+    measurements = {
+        "latency": lambda: latency(backend_name, 20 if quick else 100),
+        "scale": lambda: scale(backend_name, 10 if quick else 40),
+        "outcome": lambda: outcome([1] if quick else [1, 2, 3]),
+    }
+    # each stamped with its own time: a later `--only` run keeps the others as they were
+    for name in [part for part in PARTS if part in only]:
+        result[name] = {**measurements[name](), "at": environment()["at"]}
     result["load"] = load_since(load)
     return result
 
 
 def main() -> None:
     parser = command_line(__doc__)
-    parser.add_argument(
-        "--only", nargs="+", choices=["latency", "scale", "outcome"], default=["latency", "scale", "outcome"]
-    )
+    parser.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--quick", action="store_true", help="fewer rounds, one seed")
     parser.add_argument("--backend", choices=["ray", "local"], default="ray", help="for latency and scale")
     args = parser.parse_args()

@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 from experiments.errors import UserError
 
 PANDAS_3_WARNING = "PySpark does not yet fully support pandas"
+PANDAS_COPY_WARNING = "The copy keyword is deprecated"  # PySpark's own astype(copy=False), under pandas 3
 # A report's JVM lives for one command and most of its time goes to compiling the plans' code, not running it:
 # C2's optimising compiler and the parallel GC's threads take cores from the two a laptop has. Measured with
 # `benchmarks/bench_report.py` (results/report.json): the demo's report and a million rows both faster.
@@ -72,8 +73,10 @@ def _stderr_to_devnull() -> Iterator[None]:
 @contextlib.contextmanager
 def pandas_3_accepted() -> Iterator[None]:
     """Around a call into PySpark's pandas API (`toPandas`): PySpark 4.3 warns on every such call that pandas 3
-    is "not yet fully supported". The one pandas feature used, `toPandas` of small tables with plain columns, is
-    covered by the sweep's tests under pandas 3; the warning says nothing more."""
+    is "not yet fully supported", and its Arrow conversion passes pandas a `copy` keyword pandas 3 deprecates.
+    The one pandas feature used, `toPandas` of small tables with plain columns, is covered by the report's and the
+    sweep's tests under pandas 3; the warnings say nothing more."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=PANDAS_3_WARNING, category=FutureWarning)
+        warnings.filterwarnings("ignore", message=PANDAS_COPY_WARNING, category=DeprecationWarning)
         yield

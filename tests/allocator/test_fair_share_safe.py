@@ -356,9 +356,11 @@ def test_a_broker_that_hears_or_sees_listed_a_newcomer_answers_in_its_next_repor
         payloads(newcomer.build_reports(newcomer.admit(np.array([30.0]), np.array([100.0]), T0 + 4), T0 + 4)), T0 + 4
     )
     assert report(5).reported[0]  # the answer
-    assert not report(6).payloads  # once
+    assert report(6).reported[0]  # n, held at its start limit beside room unclaimed, is answered until it rises
+    heard(a, "n", 2, 30.0, 30.0, T0 + 6)  # n at its share: the answers stop after the allocation that hears it
+    assert [bool(report(round_index).payloads) for round_index in (7, 8)] == [True, False]
     a.update_roster(np.array([1]), np.array([0]), np.array([True]), ["m"])  # listed, not heard
-    assert report(7).reported[0]
+    assert report(9).reported[0]
 
 
 def safe_node(quota: float, params: dict | None = None, **node_settings) -> BrokerNode:
@@ -413,6 +415,33 @@ def test_a_broker_held_below_its_fair_share_reports_every_round():
         a.allocate()
     assert a.limit[0, 0] == pytest.approx(10.0)
     assert sent[4:] == [True] * 4
+
+
+@pytest.mark.parametrize(
+    ("label", "b", "c", "answers"),
+    [
+        # shares 10 / 60 / 30 of 100: b held at 30 of its 60 while 30 lie unclaimed; it has not heard someone
+        ("a peer held below its share beside unclaimed room", (30.0, 60.0), (30.0, 30.0), True),
+        # shares 10 / 45 / 45: b held at 41, but the room left, 4, is within the tolerance (5% of the quota)
+        ("a peer held below its share, no room to speak of", (41.0, 60.0), (45.0, 60.0), False),
+        ("nobody held", (60.0, 60.0), (30.0, 30.0), False),
+    ],
+)
+def test_a_broker_answers_a_peer_held_below_its_share_beside_unclaimed_room(label, b, c, answers):
+    """A peer held below its fair share while room lies unclaimed is missing somebody's report (a peer it never
+    heard counts at a fair share of the whole pool): every broker reports every round until it is not. Without
+    it, a burst of loss kept a broker at 23 of its 32.5 for 25 rounds of a cold start."""
+    a = safe_node(100.0, threshold_pct=10.0, force_every=50)
+    sent = []
+    for round_index in range(16):  # a's own change (1 -> 10) is sent in copies until round 6: few reports counted
+        now_s = T0 + round_index
+        traffic = a.admit(np.array([10.0]), np.array([100.0]), now_s)
+        sent.append(bool(a.build_reports(traffic, now_s).reported[0]))
+        heard(a, "b", round_index + 1, *b, now_s)
+        heard(a, "c", round_index + 1, *c, now_s)
+        a.cleanup(now_s)
+        a.allocate()
+    assert sent[12:] == [answers] * 4
 
 
 # -- how peers count ---------------------------------------------------------------------------------------

@@ -12,14 +12,14 @@ from allocator.policies.hooks import OWN, Hooks, PeerView, Traffic
 from allocator.policies.reporting import ReportSuppressor, Selection
 from allocator.policies.waterfill import max_min_fair
 
-HELD_TOLERANCE = 0.05  # a limit under 95% of the broker's fair share is held below it by others' room
+HELD_TOLERANCE = 0.05  # a limit under 95% of the broker's fair share is held below it; room over 5% is wasted
 
 
 class SafeHooks(Hooks):
     """The per-group state of one broker: allocations since it started serving each group, the groups it started
     serving that the registry has not yet said every broker knows (a newcomer listens meanwhile), whether a
-    newcomer was heard or listed (answer it), whether the last allocation held the limit below the fair share
-    (report every round), the room it left unclaimed (per dimension), and what each peer is known to hold
+    newcomer was heard or listed (answer it), whether the last allocation held this broker or a peer below its
+    fair share (report every round), the room it left unclaimed (per dimension), and what each peer is known to hold
     (`PeerMemory`)."""
 
     keeps_listed_peers = True  # a live peer the registry lists keeps its entry, however long its reports are lost
@@ -64,11 +64,14 @@ class SafeHooks(Hooks):
         """Per dimension: the fair share of every broker of the view (the listed ones never heard wanting the whole
         pool), each peer counted at what it is known to hold (`counting`), the rule; a rise taken at the pace news
         travels, into its part of the room left unclaimed for a round (`start.paced`); a newcomer keeps its start
-        limit while it listens. A limit under its fair share asks for a report every round."""
+        limit while it listens. A limit under its fair share asks for a report every round, and so does a peer
+        held under its fair share beside room left unclaimed: it is missing somebody's report (a broker it never
+        heard counts at a fair share of the whole pool), which only an answer brings."""
         unheard = view.listed & ~view.present
         present = view.present | unheard
         new_limit = np.empty_like(limit)
         held = np.zeros(self.n_groups, dtype=bool)
+        peer_held = np.zeros(self.n_groups, dtype=bool)
         counted_peers = np.empty_like(limit)
         risers = np.empty_like(limit)
         believed_room = self.room_left if view.loss > 0 else np.zeros_like(self.room_left)
@@ -91,12 +94,15 @@ class SafeHooks(Hooks):
             risers[:, d] = start.risers(wants, fair_share, counted, present, EXCESS_TOLERANCE)
             new_limit[:, d] = self.rule(pool[:, d], limit[:, d], counted, wants, present)
             held |= new_limit[:, d] < (1.0 - HELD_TOLERANCE) * fair_share[:, OWN]
+            peer_usage = np.where(view.present, view.usage[:, :, d], np.inf)[:, OWN + 1 :]
+            peer_held |= (peer_usage < (1.0 - HELD_TOLERANCE) * fair_share[:, OWN + 1 :]).any(axis=1)
         new_limit = start.paced(limit, new_limit, view.loss, self.room_left / risers)
         self.unacknowledged = (self.unacknowledged | (self.rounds_served == 0)) & serving & (not view.acknowledged)
         self.listening = start.listening(self.unacknowledged, self.rounds_served, view.has_roster) & serving
         new_limit = np.where(self.listening[:, None], np.minimum(new_limit, limit), new_limit)
-        self.held = held & serving
         self.room_left = start.unclaimed(pool, counted_peers, new_limit)
+        wasted = (self.room_left > HELD_TOLERANCE * np.where(np.isfinite(pool), pool, 0.0)).any(axis=1)
+        self.held = (held | (peer_held & wasted)) & serving
         self.rounds_served = np.where(serving, self.rounds_served + 1, 0)
         return new_limit
 

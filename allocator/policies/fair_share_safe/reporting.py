@@ -1,6 +1,6 @@
 """What fair-share-safe reports, and when: the demand its limiter tells, every change in as many copies as
 the loss asks, and every round while a peer needs to hear it (a newcomer, a broker still listening, a broker
-held below its fair share)."""
+held below its fair share, this one or a peer beside room left unclaimed)."""
 
 from __future__ import annotations
 

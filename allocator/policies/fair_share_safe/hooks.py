@@ -18,9 +18,9 @@ HELD_TOLERANCE = 0.05  # a limit under 95% of the broker's fair share is held be
 class SafeHooks(Hooks):
     """The per-group state of one broker: allocations since it started serving each group, the groups it started
     serving that the registry has not yet said every broker knows (a newcomer listens meanwhile), whether a
-    newcomer was heard or listed (answer it), whether the last allocation held this broker or a peer below its
-    fair share (report every round), the room it left unclaimed (per dimension), and what each peer is known to hold
-    (`PeerMemory`)."""
+    newcomer was heard or listed (answer it), whether the last allocation held this broker below its fair share
+    and for how many allocations a peer has been (report every round), the room it left unclaimed (per
+    dimension), and what each peer is known to hold (`PeerMemory`)."""
 
     keeps_listed_peers = True  # a live peer the registry lists keeps its entry, however long its reports are lost
     claims_estimated_demand = True  # every report carries the demand its limiter tells
@@ -32,6 +32,7 @@ class SafeHooks(Hooks):
         self.listening = np.zeros(self.n_groups, dtype=bool)
         self.newcomer = np.zeros(self.n_groups, dtype=bool)
         self.held = np.zeros(self.n_groups, dtype=bool)
+        self.peer_held_for = np.zeros(self.n_groups, dtype=np.int64)
         self.room_left = np.zeros((self.n_groups, self.n_dimensions))
         self.memory = PeerMemory(self.n_groups, self.n_dimensions)
 
@@ -65,8 +66,9 @@ class SafeHooks(Hooks):
         pool), each peer counted at what it is known to hold (`counting`), the rule; a rise taken at the pace news
         travels, into its part of the room left unclaimed for a round (`start.paced`); a newcomer keeps its start
         limit while it listens. A limit under its fair share asks for a report every round, and so does a peer
-        held under its fair share beside room left unclaimed: it is missing somebody's report (a broker it never
-        heard counts at a fair share of the whole pool), which only an answer brings."""
+        held under its fair share beside room left unclaimed for longer than a paced rise takes (`rise_rounds`):
+        it is missing somebody's report (a broker it never heard counts at a fair share of the whole pool), which
+        only an answer brings."""
         unheard = view.listed & ~view.present
         present = view.present | unheard
         new_limit = np.empty_like(limit)
@@ -102,7 +104,8 @@ class SafeHooks(Hooks):
         new_limit = np.where(self.listening[:, None], np.minimum(new_limit, limit), new_limit)
         self.room_left = start.unclaimed(pool, counted_peers, new_limit)
         wasted = (self.room_left > HELD_TOLERANCE * np.where(np.isfinite(pool), pool, 0.0)).any(axis=1)
-        self.held = (held | (peer_held & wasted)) & serving
+        self.peer_held_for = np.where(peer_held & wasted & serving, self.peer_held_for + 1, 0)
+        self.held = (held | (self.peer_held_for > start.rise_rounds(view.loss, HELD_TOLERANCE))) & serving
         self.rounds_served = np.where(serving, self.rounds_served + 1, 0)
         return new_limit
 

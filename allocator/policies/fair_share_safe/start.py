@@ -4,6 +4,8 @@ news of it travels."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from allocator.policies.hooks import OWN, PeerView
@@ -60,6 +62,12 @@ def paced(limit: np.ndarray, new_limit: np.ndarray, loss: float, room_left: np.n
     finite = np.isfinite(limit) & np.isfinite(new_limit)  # to or from unlimited: at once
     rise = np.maximum(np.subtract(new_limit, limit, out=np.zeros_like(new_limit), where=finite), 0.0)
     return new_limit - (rise - (1.0 - loss) * np.minimum(rise, room_left))
+
+
+def rise_rounds(loss: float, tolerance: float) -> int:
+    """The allocations a paced rise takes to come within `tolerance` of its target, as its peers see it (its
+    report of the last step arrives a round later): 1 + the rounds until `loss ** rounds <= tolerance`."""
+    return 1 if loss <= 0.0 else 1 + max(1, math.ceil(math.log(tolerance) / math.log(min(loss, 0.99))))
 
 
 def unclaimed(pool: np.ndarray, counted_peers: np.ndarray, new_limit: np.ndarray) -> np.ndarray:

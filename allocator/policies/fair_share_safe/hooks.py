@@ -77,8 +77,9 @@ class SafeHooks(Hooks):
         counted_peers = np.empty_like(limit)
         risers = np.empty_like(limit)
         believed_room = self.room_left if view.loss > 0 else np.zeros_like(self.room_left)
+        bounded_pool = np.where(np.isfinite(pool), pool, 0.0)
         for d in range(self.n_dimensions):
-            room = np.where(np.isfinite(pool[:, d]), pool[:, d], 0.0)
+            room = bounded_pool[:, d]
             wants = view.usage[:, :, d] if view.demand is None else view.demand[:, :, d]
             wants = np.where(unheard, room[:, None], np.where(view.present, wants, 0.0))
             fair_share = max_min_fair(pool[:, d], wants, present)
@@ -95,15 +96,17 @@ class SafeHooks(Hooks):
             counted_peers[:, d] = counted[:, OWN + 1 :].sum(axis=1)
             risers[:, d] = start.risers(wants, fair_share, counted, present, EXCESS_TOLERANCE)
             new_limit[:, d] = self.rule(pool[:, d], limit[:, d], counted, wants, present)
-            held |= new_limit[:, d] < (1.0 - HELD_TOLERANCE) * fair_share[:, OWN]
-            peer_usage = np.where(view.present, view.usage[:, :, d], np.inf)[:, OWN + 1 :]
-            peer_held |= (peer_usage < (1.0 - HELD_TOLERANCE) * fair_share[:, OWN + 1 :]).any(axis=1)
+            holds = np.where(view.present, view.usage[:, :, d], np.inf)  # a peer as it last reported
+            holds[:, OWN] = new_limit[:, d]
+            held_below = holds < (1.0 - HELD_TOLERANCE) * fair_share
+            held |= held_below[:, OWN]
+            peer_held |= held_below[:, OWN + 1 :].any(axis=1)
         new_limit = start.paced(limit, new_limit, view.loss, self.room_left / risers)
         self.unacknowledged = (self.unacknowledged | (self.rounds_served == 0)) & serving & (not view.acknowledged)
         self.listening = start.listening(self.unacknowledged, self.rounds_served, view.has_roster) & serving
         new_limit = np.where(self.listening[:, None], np.minimum(new_limit, limit), new_limit)
         self.room_left = start.unclaimed(pool, counted_peers, new_limit)
-        wasted = (self.room_left > HELD_TOLERANCE * np.where(np.isfinite(pool), pool, 0.0)).any(axis=1)
+        wasted = (self.room_left > HELD_TOLERANCE * bounded_pool).any(axis=1)
         self.peer_held_for = np.where(peer_held & wasted & serving, self.peer_held_for + 1, 0)
         self.held = (held | (self.peer_held_for > start.rise_rounds(view.loss, HELD_TOLERANCE))) & serving
         self.rounds_served = np.where(serving, self.rounds_served + 1, 0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,24 +39,28 @@ def build_report(
     and draws the ramped quotas of runs that have some (`ramps`). Uses `spark` when given, else the shared
     session on `master` (its start-up lines shown only when `verbose`). `progress` is told each step.
     """
-    # Imported here, not at the top: the CLI imports this package to register `report`, and every other
-    # subcommand would otherwise pay for loading pyspark, pandas and plotly (about 2 s).
-    from experiments.report.figures import figure_groups
-    from experiments.report.html import Extras, render_report
     from experiments.report.load import read_manifests, runs_of
-    from experiments.report.outages import fallback_comparison, fallback_section
-    from experiments.report.producers import producer_rounds, producer_summary, producers_section
-    from experiments.report.ramps import ramp_rounds, ramp_sections, ramped_groups
     from experiments.report.session import spark_session
-    from experiments.report.summary import build_summary, collect_limits, collect_results, limits_frame
 
     say = progress or (lambda text: None)
     started = time.perf_counter()
     located = read_manifests(run_dirs)  # a missing run or table fails here, before Spark starts
     rows = sum(run.rows["rounds"] for run in located.values())
-    if spark is None:
-        say(f"starting Spark ({master})")
-    session = spark or spark_session(master, verbose=verbose)
+    with ThreadPoolExecutor(max_workers=1) as starter:
+        if spark is None:
+            say(f"starting Spark ({master})")
+            starting = starter.submit(spark_session, master, verbose)
+        # Imported while the JVM starts (a second process: the wait frees the interpreter), not at the top: the
+        # CLI imports this package to register `report`, and every other subcommand would otherwise pay for
+        # loading pyspark, pandas and plotly (about 2 s).
+        from experiments.report.figures import figure_groups
+        from experiments.report.html import Extras, render_report
+        from experiments.report.outages import fallback_comparison, fallback_section
+        from experiments.report.producers import producer_rounds, producer_summary, producers_section
+        from experiments.report.ramps import ramp_rounds, ramp_sections, ramped_groups
+        from experiments.report.summary import build_summary, collect_limits, collect_results, limits_frame
+
+        session = spark or starting.result()
     runs = runs_of(session, located)
     say(f"computing the metrics of {len(located)} run(s), {rows:,} rounds rows, in Spark")
     extra = {}

@@ -20,10 +20,15 @@ from experiments.errors import UserError
 
 PANDAS_3_WARNING = "PySpark does not yet fully support pandas"
 PANDAS_COPY_WARNING = "The copy keyword is deprecated"  # PySpark's own astype(copy=False), under pandas 3
-# A report's JVM lives for one command and most of its time goes to compiling the plans' code, not running it:
-# C2's optimising compiler and the parallel GC's threads take cores from the two a laptop has. Measured with
-# `benchmarks/bench_report.py` (results/report.json): the demo's report and a million rows both faster.
-DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# A report's JVM lives for one command and most of its time goes to loading classes and compiling the plans'
+# code, not running it: C2's optimising compiler and the parallel GC's threads take cores from the two a laptop
+# has, and the bytecode verifier checks each of the thousands of classes Spark loads from its own jars (those
+# pip installed with pyspark: not code from outside). Measured with `benchmarks/bench_report.py`
+# (results/report.json): the demo's report and a million rows both faster; without the verifier alone, the
+# demo's report 14.4 -> 12.7 s (medians of 5, alternating, on a busy machine).
+DRIVER_JAVA_OPTIONS = (
+    "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:+UnlockDiagnosticVMOptions -XX:-BytecodeVerificationRemote"
+)
 
 
 def spark_session(master: str = "local[*]", verbose: bool = False) -> SparkSession:
@@ -31,7 +36,8 @@ def spark_session(master: str = "local[*]", verbose: bool = False) -> SparkSessi
 
     getOrCreate semantics: when a session already runs (the tests' fixture, a notebook), it is returned as it
     is and `master` is ignored. Few shuffle partitions because the aggregated tables are small; no UI; UTC.
-    The driver's JVM compiles with C1 only and collects with the serial GC (`DRIVER_JAVA_OPTIONS`).
+    The driver's JVM compiles with C1 only, collects with the serial GC and does not verify Spark's
+    classes (`DRIVER_JAVA_OPTIONS`).
     """
     # Any Python worker of a local master must be this interpreter (same pandas, pyarrow, allocator).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -47,8 +53,8 @@ def spark_session(master: str = "local[*]", verbose: bool = False) -> SparkSessi
         .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
     )
     try:
-        with contextlib.nullcontext() if verbose else _stderr_to_devnull():
-            session = builder.getOrCreate()
+        with contextlib.nullcontext() if verbose else _stderr_to_devnull(), pandas_3_accepted():
+            session = builder.getOrCreate()  # PySpark checks the pandas version as it starts: the same warning
     except Exception as error:  # PySparkRuntimeError (JAVA_GATEWAY_EXITED), Py4J errors: the JVM did not start
         hint = "" if verbose else "; run again with --verbose to see Spark's output"
         raise UserError(f"Spark did not start on {master} ({' '.join(str(error).split())[:200]}){hint}") from None
@@ -72,10 +78,10 @@ def _stderr_to_devnull() -> Iterator[None]:
 
 @contextlib.contextmanager
 def pandas_3_accepted() -> Iterator[None]:
-    """Around a call into PySpark's pandas API (`toPandas`): PySpark 4.3 warns on every such call that pandas 3
-    is "not yet fully supported", and its Arrow conversion passes pandas a `copy` keyword pandas 3 deprecates.
-    The one pandas feature used, `toPandas` of small tables with plain columns, is covered by the report's and the
-    sweep's tests under pandas 3; the warnings say nothing more."""
+    """Around a call into PySpark's pandas API (`toPandas`) and the session's start: PySpark 4.3 warns on each
+    that pandas 3 is "not yet fully supported", and its Arrow conversion passes pandas a `copy` keyword pandas 3
+    deprecates. The one pandas feature used, `toPandas` of small tables with plain columns, is covered by the
+    report's and the sweep's tests under pandas 3; the warnings say nothing more."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=PANDAS_3_WARNING, category=FutureWarning)
         warnings.filterwarnings("ignore", message=PANDAS_COPY_WARNING, category=DeprecationWarning)

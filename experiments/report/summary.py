@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
@@ -55,24 +56,25 @@ def collect_results(runs: Runs, extra: Frames | None = None) -> Results:
     """
     per_round = metrics.group_rounds(metrics.broker_rounds(runs.rounds)).persist()
     try:
-        first = collect_table(per_round, metrics.GROUP_ROUND)
-        per_bandwidth_round = metrics.bandwidth_per_round(runs.messages)
-        frames: dict[str, tuple[DataFrame, list[str]]] = {
-            "groups": (metrics.group_summary(per_round), metrics.GROUP),
-            "convergence": (metrics.convergence(per_round, runs.events), [*metrics.GROUP_ROUND, "kind"]),
-            "bandwidth": (per_bandwidth_round, ["run_id", "round"]),
-            "per_broker": (metrics.bandwidth_per_broker(runs.messages), ["run_id", "broker"]),
-            "runs": (metrics.run_bandwidth(per_bandwidth_round), ["run_id"]),
-            "starvation": (metrics.starvation(per_round), metrics.GROUP),
-            "agreement": (agreement.agreement_per_round(runs.rounds), ["run_id", "round"]),
-            "events": (runs.events, ["run_id", "round", "kind"]),
-            **quota_telemetry_frames(runs),
-        }
-        tables = collect_tables({**frames, **(extra or {})})
+        with ThreadPoolExecutor(max_workers=1) as first_collect:
+            first = first_collect.submit(collect_table, per_round, metrics.GROUP_ROUND)
+            per_bandwidth_round = metrics.bandwidth_per_round(runs.messages)
+            frames: dict[str, tuple[DataFrame, list[str]]] = {
+                "groups": (metrics.group_summary(per_round), metrics.GROUP),
+                "convergence": (metrics.convergence(per_round, runs.events), [*metrics.GROUP_ROUND, "kind"]),
+                "bandwidth": (per_bandwidth_round, ["run_id", "round"]),
+                "per_broker": (metrics.bandwidth_per_broker(runs.messages), ["run_id", "broker"]),
+                "runs": (metrics.run_bandwidth(per_bandwidth_round), ["run_id"]),
+                "starvation": (metrics.starvation(per_round), metrics.GROUP),
+                "agreement": (agreement.agreement_per_round(runs.rounds), ["run_id", "round"]),
+                "events": (runs.events, ["run_id", "round", "kind"]),
+                **quota_telemetry_frames(runs),
+            }
+            tables = collect_tables({**frames, **(extra or {})})
     finally:
         per_round.unpersist()
     return Results(
-        per_round=first,
+        per_round=first.result(),
         groups=tables["groups"],
         convergence=tables["convergence"],
         bandwidth=tables["bandwidth"],

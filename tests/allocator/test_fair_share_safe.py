@@ -236,6 +236,23 @@ def test_the_incumbents_make_room_for_a_newcomer_together_not_each_alone():
     assert limits[1] == limits[2] == pytest.approx([20.0] * 5)
 
 
+def test_an_incumbent_whose_step_down_for_a_newcomer_is_lost_counts_at_its_new_share_after_an_allocation():
+    """As above, but d's reports never reach a after the join: a last heard d at 25, its share before e. Every
+    incumbent steps down for a newcomer the registry lists at its next allocation, so from the allocation after
+    e's listing a counts d at its new share, 20, and keeps its own 20 (rather than 15 until d's silence showed,
+    a forced-report cycle later); the group holds its quota throughout."""
+    brokers = {name: node(name, [100.0], policy=SAFE, force_every=5) for name in "abcd"}
+    for round_index in range(4):
+        registry_round(brokers, dict.fromkeys(brokers, 30.0), T0 + round_index)
+    brokers["e"] = node("e", [100.0], policy=SAFE, force_every=5)
+    a_limits = []
+    for round_index in range(4, 9):
+        usage = registry_round(brokers, dict.fromkeys(brokers, 30.0), T0 + round_index, {("d", "a")})
+        assert sum(usage.values()) <= 100.0 + MIN_LIMIT + 1e-9
+        a_limits.append(brokers["a"].limit[0, 0])
+    assert a_limits == pytest.approx([20.0] * 5)
+
+
 def test_a_listed_peers_entry_never_expires_an_unlisted_ones_does():
     a, b = node("a", [100.0], policy=SAFE, stale_after_s=10.0), node("b", [100.0], policy=SAFE)
     a.receive(payloads(b.build_reports(b.admit(np.array([30.0]), np.array([100.0]), T0), T0)), T0)

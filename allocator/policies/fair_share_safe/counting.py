@@ -23,7 +23,10 @@ heard, except where that is not known, and then at its max-min fair share of thi
   forced report of the change);
 - a peer first heard above its fair share (it may have held that room before this broker came, and has not
   stepped down for it yet) counts at its usage for one allocation more: the registry lists a newcomer the round
-  it starts, and every peer makes room for a listed newcomer at its next allocation;
+  it starts, and every peer makes room for a listed newcomer at its next allocation. So does a peer heard above
+  its share the allocation a newcomer is first listed (`newly_listed`): it steps down for it as this broker does,
+  and a broker that missed its step down would otherwise count it at its old share for two forced-report cycles
+  (or until its silence shows) and hold itself below its own share meanwhile;
 - a quota change scales what a peer is known to hold by new / old, as every broker scales its own limit the
   round it sees the change (they all read the quota from the same store): a peer last heard before a cut counts
   at its part of the new quota, not at what it held under the old one (on real timers, brokers see a change up
@@ -73,10 +76,12 @@ class PeerMemory:
         unheard_listed: np.ndarray,
         excess_for_rounds: int,
         room_left: np.ndarray,
+        newly_listed: np.ndarray,
     ) -> np.ndarray:
         """[G, K] what each entry counts at (see the module docstring); `fair_share`, `heard`, `silent` and
         `unheard_listed` are [G, K] too, slot `OWN` counts at its own usage; `room_left` [G] is the room a peer
-        may have risen into (0 without loss). Updates the memory of `dimension`."""
+        may have risen into (0 without loss); `newly_listed` [G] the groups where the registry lists a peer more
+        than at the last allocation. Updates the memory of `dimension`."""
         self._widen(usage.shape[1])
         within_usage = self.within_usage[:, : usage.shape[1], dimension]
         excess_rounds = self.excess_rounds[:, : usage.shape[1], dimension]
@@ -84,7 +89,8 @@ class PeerMemory:
         never_within = self.never_within[:, : usage.shape[1], dimension]
         within = usage <= (1.0 + EXCESS_TOLERANCE) * fair_share
         first_heard = heard & ~known
-        never_within[...] = np.where(first_heard, ~within, never_within & ~within)
+        stepping_down = never_within | newly_listed[:, None]  # above its share: it steps down this allocation
+        never_within[...] = np.where(first_heard, ~within, stepping_down & ~within)
         within_usage[...] = np.where(heard, np.where(within | first_heard, usage, within_usage), 0.0)  # freed: forget
         known[...] = heard
         excess_rounds[...] = np.where(heard & ~within, excess_rounds + 1, 0)

@@ -20,7 +20,8 @@ class SafeHooks(Hooks):
     serving that the registry has not yet said every broker knows (a newcomer listens meanwhile), whether a
     newcomer was heard or listed (answer it), whether the last allocation held this broker below its fair share
     and for how many allocations a peer has been (report every round), the room it left unclaimed (per
-    dimension), and what each peer is known to hold (`PeerMemory`)."""
+    dimension), how many peers the registry listed at the last allocation (one more: a newcomer every peer steps
+    down for), and what each peer is known to hold (`PeerMemory`)."""
 
     keeps_listed_peers = True  # a live peer the registry lists keeps its entry, however long its reports are lost
     claims_estimated_demand = True  # every report carries the demand its limiter tells
@@ -34,6 +35,7 @@ class SafeHooks(Hooks):
         self.held = np.zeros(self.n_groups, dtype=bool)
         self.peer_held_for = np.zeros(self.n_groups, dtype=np.int64)
         self.room_left = np.zeros((self.n_groups, self.n_dimensions))
+        self.listed_peers = np.zeros(self.n_groups, dtype=np.int64)
         self.memory = PeerMemory(self.n_groups, self.n_dimensions)
 
     def start_limit(self, pool: np.ndarray, view: PeerView) -> np.ndarray:
@@ -71,6 +73,9 @@ class SafeHooks(Hooks):
         only an answer brings."""
         unheard = view.listed & ~view.present
         present = view.present | unheard
+        listed_peers = view.listed[:, OWN + 1 :].sum(axis=1)
+        newly_listed = listed_peers > self.listed_peers  # every peer steps down for it at its next allocation
+        self.listed_peers = listed_peers
         new_limit = np.empty_like(limit)
         held = np.zeros(self.n_groups, dtype=bool)
         peer_held = np.zeros(self.n_groups, dtype=bool)
@@ -92,6 +97,7 @@ class SafeHooks(Hooks):
                 unheard,
                 2 * self.force_every,
                 believed_room[:, d],
+                newly_listed,
             )
             counted_peers[:, d] = counted[:, OWN + 1 :].sum(axis=1)
             risers[:, d] = start.risers(wants, fair_share, counted, present, EXCESS_TOLERANCE)

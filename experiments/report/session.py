@@ -25,9 +25,13 @@ PANDAS_COPY_WARNING = "The copy keyword is deprecated"  # PySpark's own astype(c
 # has, and the bytecode verifier checks each of the thousands of classes Spark loads from its own jars (those
 # pip installed with pyspark: not code from outside). Measured with `benchmarks/bench_report.py`
 # (results/report.json): the demo's report and a million rows both faster; without the verifier alone, the
-# demo's report 14.4 -> 12.7 s (medians of 5, alternating, on a busy machine).
+# demo's report 14.4 -> 12.7 s (medians of 5, alternating, on a busy machine). With C1 alone the JVM reserves
+# 48 MB for compiled code, which a long-lived session (the tests', a sweep's) filled with the code Spark generates
+# for each query: compilation stopped, then Spark's scheduler, and its context with it. 256 MB is reserved
+# address space, not memory used.
 DRIVER_JAVA_OPTIONS = (
-    "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:+UnlockDiagnosticVMOptions -XX:-BytecodeVerificationRemote"
+    "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m -XX:+UseSerialGC -XX:+UnlockDiagnosticVMOptions "
+    "-XX:-BytecodeVerificationRemote"
 )
 
 

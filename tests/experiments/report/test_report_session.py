@@ -12,3 +12,4 @@ def test_the_driver_jvm_compiles_with_c1_only_collects_with_the_serial_gc_and_sk
         spark.sparkContext._jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
     )
     assert flags.getVMOption("BytecodeVerificationRemote").getValue() == "false"
+    assert int(flags.getVMOption("ReservedCodeCacheSize").getValue()) == 256 * 2**20  # not C1's own 48 MB

@@ -46,10 +46,10 @@ def build_report(
     started = time.perf_counter()
     located = read_manifests(run_dirs)  # a missing run or table fails here, before Spark starts
     rows = sum(run.rows["rounds"] for run in located.values())
+    if spark is None:
+        say(f"starting Spark ({master})")
     with ThreadPoolExecutor(max_workers=1) as starter:
-        if spark is None:
-            say(f"starting Spark ({master})")
-            starting = starter.submit(spark_session, master, verbose)
+        starting = None if spark else starter.submit(spark_session, master, verbose)
         # Imported while the JVM starts (a second process: the wait frees the interpreter), not at the top: the
         # CLI imports this package to register `report`, and every other subcommand would otherwise pay for
         # loading pyspark, pandas and plotly (about 2 s).

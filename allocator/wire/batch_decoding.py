@@ -71,12 +71,17 @@ def checked_batch(bodies: list[ParsedBody], dimensions: tuple[str, ...]) -> tupl
 
 def _joined(columns: Sequence[bytes], dtypes: Sequence[np.dtype], counts: np.ndarray, out: np.ndarray) -> np.ndarray:
     """`out` (one row per entry) filled with the column of every report, each read as its own dtype: one
-    `frombuffer` per dtype, usually one (the reports of a cluster are sent alike, and then no mask is needed)."""
+    `frombuffer` per dtype, usually one (the reports of a cluster are sent alike, and then no mask is needed).
+
+    A corrupt or hostile float32 column may hold a signalling NaN, whose widening to float64 raises the invalid
+    flag (numpy's RuntimeWarning, once per batch in a broker's log): ignored here, since the value check that
+    follows refuses the NaN with its report."""
     for dtype in set(dtypes):
         chosen = [d == dtype for d in dtypes]
         joined = b"".join(column for column, kept in zip(columns, chosen, strict=True) if kept)
         rows = slice(None) if all(chosen) else np.repeat(chosen, counts)
-        out[rows] = np.frombuffer(joined, dtype=dtype).reshape(-1, *out.shape[1:])
+        with np.errstate(invalid="ignore"):
+            out[rows] = np.frombuffer(joined, dtype=dtype).reshape(-1, *out.shape[1:])
     return out
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+import warnings
 import zlib
 from dataclasses import replace
 from functools import partial
@@ -761,3 +762,18 @@ def test_decode_batch_says_what_decode_report_says_of_each(dimensions: tuple[str
             continue  # the batch refuses other dimensions before it looks at the values decode_report refused
         assert got == expected
     assert next(accepted, None) is None
+
+
+def test_a_float32_column_holding_a_signalling_nan_is_refused_without_a_warning() -> None:
+    """Widening a signalling NaN to float64 raises the invalid flag: the batch refuses the report for its NaN
+    and says nothing else (a hostile peer would otherwise put a RuntimeWarning in the log of every broker)."""
+    report = make_report()
+    payload = encode_report(report, float32=True)
+    rate = np.float32(report.usage[1, 0]).tobytes()
+    signalling_nan = np.array([0x7FA00000], dtype=np.uint32).tobytes()
+    assert payload.count(rate) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        batch, rejected = decode_batch([payload.replace(rate, signalling_nan)], TWO_DIMS)
+    assert len(batch) == 0
+    assert "has NaN" in rejected[0].reason

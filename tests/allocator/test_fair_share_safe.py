@@ -185,10 +185,11 @@ def registry_round(
     demand: dict[str, float],
     now_s: float,
     lost: set[tuple[str, str]] = frozenset(),
+    gone: tuple[str, ...] = (),
 ) -> dict[str, float]:
     """One lockstep round of one group with a membership registry: every broker tells it what it serves, every
-    broker reads the roster; the report of `sender` to `receiver` is lost for each pair in `lost`. The usage of
-    each broker this round."""
+    broker reads the roster and the brokers it declared dead (`gone`: their sessions ended this round); the
+    report of `sender` to `receiver` is lost for each pair in `lost`. The usage of each broker this round."""
     names = list(brokers)
     published, usage = {}, {}
     for name, broker in brokers.items():
@@ -200,7 +201,7 @@ def registry_round(
         received = [p for other in names if other != name and (other, name) not in lost for p in published[other]]
         broker.receive(received, now_s)
         broker.update_roster(np.ones(len(names), np.int64), np.arange(len(names)), serving, names)
-        broker.cleanup(now_s)
+        broker.cleanup(now_s, [(dead, 0) for dead in gone])
         broker.allocate()
     return usage
 
@@ -251,6 +252,27 @@ def test_an_incumbent_whose_step_down_for_a_newcomer_is_lost_counts_at_its_new_s
         assert sum(usage.values()) <= 100.0 + MIN_LIMIT + 1e-9
         a_limits.append(brokers["a"].limit[0, 0])
     assert a_limits == pytest.approx([20.0] * 5)
+
+
+def test_the_room_of_a_peer_the_registry_declares_dead_is_taken_in_the_allocation_that_reads_it():
+    """Five brokers want 30 each of 100 under report loss (a misses some of b's reports, so it measures a loss
+    and paces its rises). e crashes; when its session ends every broker reads it from the registry at once, and
+    takes its part of e's 20 (a fifth each, at the pace of the loss it measures) in that very allocation, not
+    an allocation later as it does with room a report freed; the group holds its quota throughout."""
+    brokers = {name: node(name, [100.0], policy=SAFE, force_every=2) for name in "abcde"}
+    for round_index in range(8):
+        lost = {("b", "a")} if round_index % 2 else set()
+        usage = registry_round(brokers, dict.fromkeys(brokers, 30.0), T0 + round_index, lost)
+    assert [broker.limit[0, 0] for broker in brokers.values()] == pytest.approx([20.0] * 5)
+    del brokers["e"]
+    usage = registry_round(brokers, dict.fromkeys(brokers, 30.0), T0 + 8, gone=("e",))
+    loss = brokers["a"].loss_meter.loss  # as measured in the round that read e's end
+    assert loss > 0.0
+    assert brokers["a"].limit[0, 0] == pytest.approx(20.0 + (1.0 - loss) * 5.0)
+    for round_index in range(9, 14):
+        usage = registry_round(brokers, dict.fromkeys(brokers, 30.0), T0 + round_index)
+        assert sum(usage.values()) <= 100.0 + 1e-9
+    assert [broker.limit[0, 0] for broker in brokers.values()] == pytest.approx([25.0] * 4, abs=0.1)
 
 
 def test_a_listed_peers_entry_never_expires_an_unlisted_ones_does():

@@ -58,9 +58,12 @@ def _newcomer_reservation(
 
 class PeerMemory:
     """Per group, peer slot and dimension: the usage the peer reached while within its fair share (or when first
-    heard), and how many consecutive allocations it has been above it since."""
+    heard), how many consecutive allocations it has been above it since, and what it counted at the last
+    allocation; per group and slot, whether the registry listed it then."""
 
     def __init__(self, n_groups: int, n_dimensions: int) -> None:
+        self.counted = np.zeros((n_groups, 1, n_dimensions))
+        self.listed = np.zeros((n_groups, 1), dtype=bool)
         self.within_usage = np.zeros((n_groups, 1, n_dimensions))
         self.excess_rounds = np.zeros((n_groups, 1, n_dimensions), dtype=np.int64)
         self.known = np.zeros((n_groups, 1, n_dimensions), dtype=bool)  # heard at the last allocation
@@ -102,11 +105,27 @@ class PeerMemory:
         counted = np.where(silent, np.minimum(counted, fair_share), np.where(heard, counted, 0.0))
         counted = np.where(unheard_listed, _newcomer_reservation(counted, fair_share, heard, unheard_listed), counted)
         counted[:, OWN] = usage[:, OWN]
+        self.counted[:, : usage.shape[1], dimension] = counted
+        self.counted[:, usage.shape[1] :, dimension] = 0.0
         return counted
+
+    def freed_by_registry(self, listed: np.ndarray, heard: np.ndarray) -> np.ndarray:
+        """[G, D] what the peers the registry stopped listing since the last allocation (and not heard) counted
+        at then: room freed by the registry's word, which every broker reads from the same store in the same
+        round, not from a report some of them lost. Remembers `listed` [G, K] for the next allocation."""
+        self._widen(listed.shape[1])
+        still_there = np.zeros_like(self.listed)
+        still_there[:, : listed.shape[1]] = listed | heard
+        gone = self.listed & ~still_there
+        gone[:, OWN] = False
+        self.listed = np.zeros_like(self.listed)
+        self.listed[:, : listed.shape[1]] = listed
+        return (self.counted * gone[:, :, None]).sum(axis=1)
 
     def rescale(self, ratio: np.ndarray) -> None:
         """A quota change, `ratio` [G, D] = new / old quota: what each peer is known to hold scales with it."""
         self.within_usage *= ratio[:, None, :]
+        self.counted *= ratio[:, None, :]
 
     def _widen(self, n_slots: int) -> None:
         if self.within_usage.shape[1] >= n_slots:
@@ -116,3 +135,5 @@ class PeerMemory:
         self.excess_rounds = np.pad(self.excess_rounds, pad)
         self.known = np.pad(self.known, pad)
         self.never_within = np.pad(self.never_within, pad)
+        self.counted = np.pad(self.counted, pad)
+        self.listed = np.pad(self.listed, pad[:2])

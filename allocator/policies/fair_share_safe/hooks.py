@@ -76,6 +76,7 @@ class SafeHooks(Hooks):
         listed_peers = view.listed[:, OWN + 1 :].sum(axis=1)
         newly_listed = listed_peers > self.listed_peers  # every peer steps down for it at its next allocation
         self.listed_peers = listed_peers
+        freed = self.memory.freed_by_registry(view.listed, view.present)
         new_limit = np.empty_like(limit)
         held = np.zeros(self.n_groups, dtype=bool)
         peer_held = np.zeros(self.n_groups, dtype=bool)
@@ -107,7 +108,7 @@ class SafeHooks(Hooks):
             held_below = holds < (1.0 - HELD_TOLERANCE) * fair_share
             held |= held_below[:, OWN]
             peer_held |= held_below[:, OWN + 1 :].any(axis=1)
-        new_limit = start.paced(limit, new_limit, view.loss, self.room_left / risers)
+        new_limit = start.paced(limit, new_limit, view.loss, (self.room_left + freed) / risers)
         self.unacknowledged = (self.unacknowledged | (self.rounds_served == 0)) & serving & (not view.acknowledged)
         self.listening = start.listening(self.unacknowledged, self.rounds_served, view.has_roster) & serving
         new_limit = np.where(self.listening[:, None], np.minimum(new_limit, limit), new_limit)

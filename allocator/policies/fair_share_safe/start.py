@@ -54,7 +54,9 @@ def paced(limit: np.ndarray, new_limit: np.ndarray, loss: float, room_left: np.n
     Room freed by a peer is free for every broker whose share grew, but when a report is lost brokers disagree on
     whose share grew: two that each think the room is theirs take it twice. A rise waits a round for room freed
     since the last allocation: by then a peer that rose into the same room has had its news sent twice (a change
-    is reported in consecutive rounds), and a broker hears it unless both copies were lost. It is taken at the
+    is reported in consecutive rounds), and a broker hears it unless both copies were lost. Room the registry
+    freed (a peer whose session ended) is no report's news: every broker reads it from the same store in the same
+    round, and the caller adds it to `room_left` at once (`PeerMemory.freed_by_registry`). It is taken at the
     pace reports arrive, which leaves room for the broker whose news was lost: without loss a broker takes its
     whole rise at once, at 30% loss 70% of it a round (the rest the next rounds)."""
     if loss == 0.0:

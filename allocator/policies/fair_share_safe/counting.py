@@ -11,8 +11,11 @@ heard, except where that is not known, and then at its max-min fair share of thi
   the registry acknowledges it), so their excess is room already set aside for it. Counting both, every
   incumbent made room for the newcomer alone: each cut by its whole share, and the group ran at a fraction of
   its quota for a round (a realtime join starved an incumbent);
-- a peer silent for a forced-report cycle (at least one of its forced reports was lost) counts at most at its
-  fair share: its last usage is old news, and a peer that heard what moved its share has stepped to it;
+- a peer silent for a forced-report cycle (at least one of its forced reports was lost) counts at its fair
+  share: its last usage is old news either way, since a peer that heard what moved its share has stepped to
+  it, down or up (counted at the floor it was last heard at, at its cold start, it left a newcomer room that
+  was not free: `hosted-idle-then-busy` at 30% loss in bursts ran at 120% of its quota for a round in 3 of a
+  hundred seeds);
 - a peer above its fair share counts above it only by as much as it used while it was within its share, or
   at its usage if that fits in what it held plus the room this broker's last allocation left unclaimed: an
   honest peer that has not yet heard what moved its share still holds what it held, and may have risen into
@@ -26,7 +29,8 @@ heard, except where that is not known, and then at its max-min fair share of thi
   it starts, and every peer makes room for a listed newcomer at its next allocation. So does a peer heard above
   its share the allocation a newcomer is first listed (`newly_listed`): it steps down for it as this broker does,
   and a broker that missed its step down would otherwise count it at its old share for two forced-report cycles
-  (or until its silence shows) and hold itself below its own share meanwhile;
+  (or until its silence shows) and hold itself below its own share meanwhile; and, for the newcomer itself, a
+  peer heard above its share the allocation the registry says every live broker has read its listing;
 - a quota change scales what a peer is known to hold by new / old, as every broker scales its own limit the
   round it sees the change (they all read the quota from the same store): a peer last heard before a cut counts
   at its part of the new quota, not at what it held under the old one (on real timers, brokers see a change up
@@ -59,10 +63,12 @@ def _newcomer_reservation(
 class PeerMemory:
     """Per group, peer slot and dimension: the usage the peer reached while within its fair share (or when first
     heard), how many consecutive allocations it has been above it since, and what it counted at the last
-    allocation; per group and slot, whether the registry listed it then."""
+    allocation; per group and slot, whether the registry listed it then; per group and dimension, how much lower
+    the peers count than at the last allocation (`dropped`: the room they freed, as this broker counts it)."""
 
     def __init__(self, n_groups: int, n_dimensions: int) -> None:
         self.counted = np.zeros((n_groups, 1, n_dimensions))
+        self.dropped = np.zeros((n_groups, n_dimensions))  # how much lower the peers count than at the last one
         self.listed = np.zeros((n_groups, 1), dtype=bool)
         self.within_usage = np.zeros((n_groups, 1, n_dimensions))
         self.excess_rounds = np.zeros((n_groups, 1, n_dimensions), dtype=np.int64)
@@ -83,8 +89,9 @@ class PeerMemory:
     ) -> np.ndarray:
         """[G, K] what each entry counts at (see the module docstring); `fair_share`, `heard`, `silent` and
         `unheard_listed` are [G, K] too, slot `OWN` counts at its own usage; `room_left` [G] is the room a peer
-        may have risen into (0 without loss); `newly_listed` [G] the groups where the registry lists a peer more
-        than at the last allocation. Updates the memory of `dimension`."""
+        may have risen into (0 without loss); `newly_listed` [G] the groups where every peer steps down at its
+        next allocation for a newcomer the registry lists (another broker, or this one). Updates the memory of
+        `dimension`."""
         self._widen(usage.shape[1])
         within_usage = self.within_usage[:, : usage.shape[1], dimension]
         excess_rounds = self.excess_rounds[:, : usage.shape[1], dimension]
@@ -102,9 +109,11 @@ class PeerMemory:
         believed = np.where(usage <= could_hold, usage, np.maximum(fair_share, within_usage))
         known_to_hold = np.where(excess_rounds > believed_for, fair_share, believed)
         counted = np.minimum(usage, known_to_hold)
-        counted = np.where(silent, np.minimum(counted, fair_share), np.where(heard, counted, 0.0))
+        counted = np.where(silent, fair_share, np.where(heard, counted, 0.0))
         counted = np.where(unheard_listed, _newcomer_reservation(counted, fair_share, heard, unheard_listed), counted)
         counted[:, OWN] = usage[:, OWN]
+        dropped = np.maximum(self.counted[:, : usage.shape[1], dimension] - counted, 0.0)
+        self.dropped[:, dimension] = dropped[:, OWN + 1 :].sum(axis=1)
         self.counted[:, : usage.shape[1], dimension] = counted
         self.counted[:, usage.shape[1] :, dimension] = 0.0
         return counted

@@ -21,7 +21,8 @@ class SafeHooks(Hooks):
     newcomer was heard or listed (answer it), whether the last allocation held this broker below its fair share
     and for how many allocations a peer has been (report every round), the room it left unclaimed (per
     dimension), how many peers the registry listed at the last allocation (one more: a newcomer every peer steps
-    down for), and what each peer is known to hold (`PeerMemory`)."""
+    down for), whether every peer had read this broker's own listing by the last allocation (they made room for
+    it since), and what each peer is known to hold (`PeerMemory`)."""
 
     keeps_listed_peers = True  # a live peer the registry lists keeps its entry, however long its reports are lost
     claims_estimated_demand = True  # every report carries the demand its limiter tells
@@ -36,6 +37,7 @@ class SafeHooks(Hooks):
         self.peer_held_for = np.zeros(self.n_groups, dtype=np.int64)
         self.room_left = np.zeros((self.n_groups, self.n_dimensions))
         self.listed_peers = np.zeros(self.n_groups, dtype=np.int64)
+        self.made_room_for = np.zeros(self.n_groups, dtype=bool)
         self.memory = PeerMemory(self.n_groups, self.n_dimensions)
 
     def start_limit(self, pool: np.ndarray, view: PeerView) -> np.ndarray:
@@ -66,16 +68,19 @@ class SafeHooks(Hooks):
     def allocate(self, pool: np.ndarray, view: PeerView, limit: np.ndarray, serving: np.ndarray) -> np.ndarray:
         """Per dimension: the fair share of every broker of the view (the listed ones never heard wanting the whole
         pool), each peer counted at what it is known to hold (`counting`), the rule; a rise taken at the pace news
-        travels, into its part of the room left unclaimed for a round (`start.paced`); a newcomer keeps its start
-        limit while it listens. A limit under its fair share asks for a report every round, and so does a peer
-        held under its fair share beside room left unclaimed for longer than a paced rise takes (`rise_rounds`):
-        it is missing somebody's report (a broker it never heard counts at a fair share of the whole pool), which
-        only an answer brings."""
+        travels, into its part of the room left unclaimed for a round, of the room the registry freed and of the
+        room the peers made for it as a newcomer (`start.paced`); a newcomer keeps its start limit while it
+        listens. A limit under its fair share asks for a report every round, and so does a peer held under its
+        fair share beside room left unclaimed for longer than a paced rise takes (`rise_rounds`): it is missing
+        somebody's report (a broker it never heard counts at a fair share of the whole pool), which only an
+        answer brings."""
         unheard = view.listed & ~view.present
         present = view.present | unheard
         listed_peers = view.listed[:, OWN + 1 :].sum(axis=1)
         newly_listed = listed_peers > self.listed_peers  # every peer steps down for it at its next allocation
         self.listed_peers = listed_peers
+        unacknowledged = (self.unacknowledged | (self.rounds_served == 0)) & serving
+        newly_acknowledged = unacknowledged & view.acknowledged  # every peer read this broker's listing: likewise
         freed = self.memory.freed_by_registry(view.listed, view.present)
         new_limit = np.empty_like(limit)
         held = np.zeros(self.n_groups, dtype=bool)
@@ -98,7 +103,7 @@ class SafeHooks(Hooks):
                 unheard,
                 2 * self.force_every,
                 believed_room[:, d],
-                newly_listed,
+                newly_listed | newly_acknowledged,
             )
             counted_peers[:, d] = counted[:, OWN + 1 :].sum(axis=1)
             risers[:, d] = start.risers(wants, fair_share, counted, present, EXCESS_TOLERANCE)
@@ -108,8 +113,10 @@ class SafeHooks(Hooks):
             held_below = holds < (1.0 - HELD_TOLERANCE) * fair_share
             held |= held_below[:, OWN]
             peer_held |= held_below[:, OWN + 1 :].any(axis=1)
+        freed += np.where(self.made_room_for[:, None], self.memory.dropped, 0.0)  # room the peers made for it
+        self.made_room_for = newly_acknowledged
         new_limit = start.paced(limit, new_limit, view.loss, (self.room_left + freed) / risers)
-        self.unacknowledged = (self.unacknowledged | (self.rounds_served == 0)) & serving & (not view.acknowledged)
+        self.unacknowledged = unacknowledged & (not view.acknowledged)
         self.listening = start.listening(self.unacknowledged, self.rounds_served, view.has_roster) & serving
         new_limit = np.where(self.listening[:, None], np.minimum(new_limit, limit), new_limit)
         self.room_left = start.unclaimed(pool, counted_peers, new_limit)

@@ -17,14 +17,15 @@ def start_limit(pool: np.ndarray, view: PeerView) -> np.ndarray:
     """[g, D] the start limit for the groups of `view`: the residual heard, `pool - sum(heard peers' usage)`, at
     most an equal share of the brokers it knows (heard or listed, itself included); 0 (the floor) while a broker
     it knows of has not been heard: a peer the registry lists but it never heard (that peer may hold the whole
-    pool: it did not know this broker yet), or, without a roster, anyone at all. Unlimited stays unlimited."""
+    pool: it did not know this broker yet), a peer silent for a forced-report cycle (what it said is old news),
+    or, without a roster, anyone at all. Unlimited stays unlimited."""
     peers = slice(OWN + 1, None)
     heard, listed = view.present[:, peers], view.listed[:, peers]
     others_usage = (view.usage[:, peers, :] * heard[:, :, None]).sum(axis=1)
     known = (heard | listed).sum(axis=1) + 1
     residual_heard = np.maximum(pool - others_usage, 0.0)
     start = np.minimum(pool / known[:, None], residual_heard)
-    unknown_room = (listed & ~heard).any(axis=1) | ~heard.any(axis=1)
+    unknown_room = (listed & ~heard).any(axis=1) | view.silent[:, peers].any(axis=1) | ~heard.any(axis=1)
     return np.where(np.isinf(pool), np.inf, np.where(unknown_room[:, None], 0.0, start))
 
 
@@ -56,7 +57,9 @@ def paced(limit: np.ndarray, new_limit: np.ndarray, loss: float, room_left: np.n
     since the last allocation: by then a peer that rose into the same room has had its news sent twice (a change
     is reported in consecutive rounds), and a broker hears it unless both copies were lost. Room the registry
     freed (a peer whose session ended) is no report's news: every broker reads it from the same store in the same
-    round, and the caller adds it to `room_left` at once (`PeerMemory.freed_by_registry`). It is taken at the
+    round, and the caller adds it to `room_left` at once (`PeerMemory.freed_by_registry`); so is the room a
+    newcomer's peers made for it after reading its listing, which every one of them set aside for it alone. It
+    is taken at the
     pace reports arrive, which leaves room for the broker whose news was lost: without loss a broker takes its
     whole rise at once, at 30% loss 70% of it a round (the rest the next rounds)."""
     if loss == 0.0:

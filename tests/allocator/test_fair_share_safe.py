@@ -262,10 +262,10 @@ def test_the_room_of_a_peer_the_registry_declares_dead_is_taken_in_the_allocatio
     brokers = {name: node(name, [100.0], policy=SAFE, force_every=2) for name in "abcde"}
     for round_index in range(8):
         lost = {("b", "a")} if round_index % 2 else set()
-        usage = registry_round(brokers, dict.fromkeys(brokers, 30.0), T0 + round_index, lost)
+        registry_round(brokers, dict.fromkeys(brokers, 30.0), T0 + round_index, lost)
     assert [broker.limit[0, 0] for broker in brokers.values()] == pytest.approx([20.0] * 5)
     del brokers["e"]
-    usage = registry_round(brokers, dict.fromkeys(brokers, 30.0), T0 + 8, gone=("e",))
+    registry_round(brokers, dict.fromkeys(brokers, 30.0), T0 + 8, gone=("e",))
     loss = brokers["a"].loss_meter.loss  # as measured in the round that read e's end
     assert loss > 0.0
     assert brokers["a"].limit[0, 0] == pytest.approx(20.0 + (1.0 - loss) * 5.0)

@@ -118,18 +118,21 @@ class PeerMemory:
         self.counted[:, usage.shape[1] :, dimension] = 0.0
         return counted
 
-    def freed_by_registry(self, listed: np.ndarray, heard: np.ndarray) -> np.ndarray:
-        """[G, D] what the peers the registry stopped listing since the last allocation (and not heard) counted
-        at then: room freed by the registry's word, which every broker reads from the same store in the same
-        round, not from a report some of them lost. Remembers `listed` [G, K] for the next allocation."""
+    def read_roster(self, listed: np.ndarray, heard: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The registry's changes since the last allocation, from its listing `listed` [G, K]: `newly_listed` [G],
+        the groups where it lists a peer it did not list then (a newcomer every peer steps down for at its next
+        allocation), and `freed` [G, D], what the peers it stopped listing (and not heard) counted at then: room
+        freed by the registry's word, which every broker reads from the same store in the same round, not from a
+        report some of them lost. Remembers `listed` for the next allocation."""
         self._widen(listed.shape[1])
-        still_there = np.zeros_like(self.listed)
-        still_there[:, : listed.shape[1]] = listed | heard
-        gone = self.listed & ~still_there
-        gone[:, OWN] = False
-        self.listed = np.zeros_like(self.listed)
-        self.listed[:, : listed.shape[1]] = listed
-        return (self.counted * gone[:, :, None]).sum(axis=1)
+        now_listed = np.zeros_like(self.listed)
+        now_listed[:, : listed.shape[1]] = listed
+        now_listed[:, OWN] = False
+        gone = self.listed & ~now_listed
+        gone[:, : listed.shape[1]] &= ~heard
+        newly_listed = (now_listed & ~self.listed).any(axis=1)
+        self.listed = now_listed
+        return newly_listed, (self.counted * gone[:, :, None]).sum(axis=1)
 
     def rescale(self, ratio: np.ndarray) -> None:
         """A quota change, `ratio` [G, D] = new / old quota: what each peer is known to hold scales with it."""

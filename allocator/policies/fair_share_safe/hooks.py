@@ -20,9 +20,8 @@ class SafeHooks(Hooks):
     serving that the registry has not yet said every broker knows (a newcomer listens meanwhile), whether a
     newcomer was heard or listed (answer it), whether the last allocation held this broker below its fair share
     and for how many allocations a peer has been (report every round), the room it left unclaimed (per
-    dimension), how many peers the registry listed at the last allocation (one more: a newcomer every peer steps
-    down for), whether every peer had read this broker's own listing by the last allocation (they made room for
-    it since), and what each peer is known to hold (`PeerMemory`)."""
+    dimension), whether every peer had read this broker's own listing by the last allocation (they made room for
+    it since), and what each peer is known to hold and where the registry listed it (`PeerMemory`)."""
 
     keeps_listed_peers = True  # a live peer the registry lists keeps its entry, however long its reports are lost
     claims_estimated_demand = True  # every report carries the demand its limiter tells
@@ -36,7 +35,6 @@ class SafeHooks(Hooks):
         self.held = np.zeros(self.n_groups, dtype=bool)
         self.peer_held_for = np.zeros(self.n_groups, dtype=np.int64)
         self.room_left = np.zeros((self.n_groups, self.n_dimensions))
-        self.listed_peers = np.zeros(self.n_groups, dtype=np.int64)
         self.made_room_for = np.zeros(self.n_groups, dtype=bool)
         self.memory = PeerMemory(self.n_groups, self.n_dimensions)
 
@@ -76,12 +74,9 @@ class SafeHooks(Hooks):
         answer brings."""
         unheard = view.listed & ~view.present
         present = view.present | unheard
-        listed_peers = view.listed[:, OWN + 1 :].sum(axis=1)
-        newly_listed = listed_peers > self.listed_peers  # every peer steps down for it at its next allocation
-        self.listed_peers = listed_peers
+        newly_listed, freed = self.memory.read_roster(view.listed, view.present)
         unacknowledged = (self.unacknowledged | (self.rounds_served == 0)) & serving
         newly_acknowledged = unacknowledged & view.acknowledged  # every peer read this broker's listing: likewise
-        freed = self.memory.freed_by_registry(view.listed, view.present)
         new_limit = np.empty_like(limit)
         held = np.zeros(self.n_groups, dtype=bool)
         peer_held = np.zeros(self.n_groups, dtype=bool)

@@ -57,11 +57,10 @@ def paced(limit: np.ndarray, new_limit: np.ndarray, loss: float, room_left: np.n
     since the last allocation: by then a peer that rose into the same room has had its news sent twice (a change
     is reported in consecutive rounds), and a broker hears it unless both copies were lost. Room the registry
     freed (a peer whose session ended) is no report's news: every broker reads it from the same store in the same
-    round, and the caller adds it to `room_left` at once (`PeerMemory.freed_by_registry`); so is the room a
+    round, and the caller adds it to `room_left` at once (`PeerMemory.read_roster`); so does the room a
     newcomer's peers made for it after reading its listing, which every one of them set aside for it alone. It
-    is taken at the
-    pace reports arrive, which leaves room for the broker whose news was lost: without loss a broker takes its
-    whole rise at once, at 30% loss 70% of it a round (the rest the next rounds)."""
+    is taken at the pace reports arrive, which leaves room for the broker whose news was lost: without loss a
+    broker takes its whole rise at once, at 30% loss 70% of it a round (the rest the next rounds)."""
     if loss == 0.0:
         return new_limit
     finite = np.isfinite(limit) & np.isfinite(new_limit)  # to or from unlimited: at once

@@ -57,7 +57,9 @@ class CleanupSpec:
     stale_after_rounds: int = 10
     max_report_age_rounds: float = 2.0
     membership: bool = True
-    session_timeout_rounds: int = 3  # membership: a broker silent this long is declared dead
+    # membership: a broker whose heartbeats stop this long is declared dead. Two rounds: a session outlives one
+    # late heartbeat (Pulsar's metadata session, 30 s, is half of its 60 s usage-report interval)
+    session_timeout_rounds: int = 2
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,12 @@ heard, except where that is not known, and then at its max-min fair share of thi
   it starts, and every peer makes room for a listed newcomer at its next allocation. So does a peer heard above
   its share the allocation a newcomer is first listed (`newly_listed`): it steps down for it as this broker does,
   and a broker that missed its step down would otherwise count it at its old share for two forced-report cycles
-  (or until its silence shows) and hold itself below its own share meanwhile; and, for the newcomer itself, a
-  peer heard above its share the allocation the registry says every live broker has read its listing;
+  (or until its silence shows) and hold itself below its own share meanwhile;
+- for a newcomer, a peer heard above its fair share counts at that share from the allocation the registry says
+  every live broker has read its listing (`stepped_down`): each read it in a round it allocated in, and made
+  room for the newcomer then (on timers, a peer's report of its step down can come a round after the
+  acknowledgement: waiting for it held a realtime newcomer at the floor an allocation longer than in lockstep).
+  What the peers were counted at above their shares is the room they made for it (`made_room`);
 - a quota change scales what a peer is known to hold by new / old, as every broker scales its own limit the
   round it sees the change (they all read the quota from the same store): a peer last heard before a cut counts
   at its part of the new quota, not at what it held under the old one (on real timers, brokers see a change up
@@ -63,12 +67,12 @@ def _newcomer_reservation(
 class PeerMemory:
     """Per group, peer slot and dimension: the usage the peer reached while within its fair share (or when first
     heard), how many consecutive allocations it has been above it since, and what it counted at the last
-    allocation; per group and slot, whether the registry listed it then; per group and dimension, how much lower
-    the peers count than at the last allocation (`dropped`: the room they freed, as this broker counts it)."""
+    allocation; per group and slot, whether the registry listed it then; per group and dimension, the room the
+    peers made for this broker as a newcomer, as the last allocation counted it (`made_room`)."""
 
     def __init__(self, n_groups: int, n_dimensions: int) -> None:
         self.counted = np.zeros((n_groups, 1, n_dimensions))
-        self.dropped = np.zeros((n_groups, n_dimensions))  # how much lower the peers count than at the last one
+        self.made_room = np.zeros((n_groups, n_dimensions))  # the peers' excess over their shares as they stepped down
         self.listed = np.zeros((n_groups, 1), dtype=bool)
         self.within_usage = np.zeros((n_groups, 1, n_dimensions))
         self.excess_rounds = np.zeros((n_groups, 1, n_dimensions), dtype=np.int64)
@@ -86,12 +90,13 @@ class PeerMemory:
         excess_for_rounds: int,
         room_left: np.ndarray,
         newly_listed: np.ndarray,
+        stepped_down: np.ndarray,
     ) -> np.ndarray:
         """[G, K] what each entry counts at (see the module docstring); `fair_share`, `heard`, `silent` and
         `unheard_listed` are [G, K] too, slot `OWN` counts at its own usage; `room_left` [G] is the room a peer
         may have risen into (0 without loss); `newly_listed` [G] the groups where every peer steps down at its
-        next allocation for a newcomer the registry lists (another broker, or this one). Updates the memory of
-        `dimension`."""
+        next allocation for a newcomer the registry lists (another broker); `stepped_down` [G] the groups where
+        the registry says every peer has read this newcomer's listing. Updates the memory of `dimension`."""
         self._widen(usage.shape[1])
         within_usage = self.within_usage[:, : usage.shape[1], dimension]
         excess_rounds = self.excess_rounds[:, : usage.shape[1], dimension]
@@ -99,7 +104,7 @@ class PeerMemory:
         never_within = self.never_within[:, : usage.shape[1], dimension]
         within = usage <= (1.0 + EXCESS_TOLERANCE) * fair_share
         first_heard = heard & ~known
-        stepping_down = never_within | newly_listed[:, None]  # above its share: it steps down this allocation
+        stepping_down = never_within | (newly_listed | stepped_down)[:, None]  # above its share: it steps down
         never_within[...] = np.where(first_heard, ~within, stepping_down & ~within)
         within_usage[...] = np.where(heard, np.where(within | first_heard, usage, within_usage), 0.0)  # freed: forget
         known[...] = heard
@@ -108,12 +113,13 @@ class PeerMemory:
         could_hold = within_usage + room_left[:, None]
         believed = np.where(usage <= could_hold, usage, np.maximum(fair_share, within_usage))
         known_to_hold = np.where(excess_rounds > believed_for, fair_share, believed)
-        counted = np.minimum(usage, known_to_hold)
-        counted = np.where(silent, fair_share, np.where(heard, counted, 0.0))
-        counted = np.where(unheard_listed, _newcomer_reservation(counted, fair_share, heard, unheard_listed), counted)
+        counted = np.where(silent, fair_share, np.where(heard, np.minimum(usage, known_to_hold), 0.0))
         counted[:, OWN] = usage[:, OWN]
-        dropped = np.maximum(self.counted[:, : usage.shape[1], dimension] - counted, 0.0)
-        self.dropped[:, dimension] = dropped[:, OWN + 1 :].sum(axis=1)
+        made_room = np.maximum(counted - fair_share, 0.0) * (heard & stepped_down[:, None])
+        made_room[:, OWN] = 0.0
+        counted -= made_room
+        self.made_room[:, dimension] = made_room.sum(axis=1)
+        counted = np.where(unheard_listed, _newcomer_reservation(counted, fair_share, heard, unheard_listed), counted)
         self.counted[:, : usage.shape[1], dimension] = counted
         self.counted[:, usage.shape[1] :, dimension] = 0.0
         return counted

@@ -20,8 +20,7 @@ class SafeHooks(Hooks):
     serving that the registry has not yet said every broker knows (a newcomer listens meanwhile), whether a
     newcomer was heard or listed (answer it), whether the last allocation held this broker below its fair share
     and for how many allocations a peer has been (report every round), the room it left unclaimed (per
-    dimension), whether every peer had read this broker's own listing by the last allocation (they made room for
-    it since), and what each peer is known to hold and where the registry listed it (`PeerMemory`)."""
+    dimension), and what each peer is known to hold and where the registry listed it (`PeerMemory`)."""
 
     keeps_listed_peers = True  # a live peer the registry lists keeps its entry, however long its reports are lost
     claims_estimated_demand = True  # every report carries the demand its limiter tells
@@ -35,7 +34,6 @@ class SafeHooks(Hooks):
         self.held = np.zeros(self.n_groups, dtype=bool)
         self.peer_held_for = np.zeros(self.n_groups, dtype=np.int64)
         self.room_left = np.zeros((self.n_groups, self.n_dimensions))
-        self.made_room_for = np.zeros(self.n_groups, dtype=bool)
         self.memory = PeerMemory(self.n_groups, self.n_dimensions)
 
     def start_limit(self, pool: np.ndarray, view: PeerView) -> np.ndarray:
@@ -76,7 +74,7 @@ class SafeHooks(Hooks):
         present = view.present | unheard
         newly_listed, freed = self.memory.read_roster(view.listed, view.present)
         unacknowledged = (self.unacknowledged | (self.rounds_served == 0)) & serving
-        newly_acknowledged = unacknowledged & view.acknowledged  # every peer read this broker's listing: likewise
+        newly_acknowledged = unacknowledged & view.acknowledged  # every peer read this broker's listing
         new_limit = np.empty_like(limit)
         held = np.zeros(self.n_groups, dtype=bool)
         peer_held = np.zeros(self.n_groups, dtype=bool)
@@ -98,7 +96,8 @@ class SafeHooks(Hooks):
                 unheard,
                 2 * self.force_every,
                 believed_room[:, d],
-                newly_listed | newly_acknowledged,
+                newly_listed,
+                newly_acknowledged,
             )
             counted_peers[:, d] = counted[:, OWN + 1 :].sum(axis=1)
             risers[:, d] = start.risers(wants, fair_share, counted, present, EXCESS_TOLERANCE)
@@ -108,8 +107,7 @@ class SafeHooks(Hooks):
             held_below = holds < (1.0 - HELD_TOLERANCE) * fair_share
             held |= held_below[:, OWN]
             peer_held |= held_below[:, OWN + 1 :].any(axis=1)
-        freed += np.where(self.made_room_for[:, None], self.memory.dropped, 0.0)  # room the peers made for it
-        self.made_room_for = newly_acknowledged
+        freed += self.memory.made_room
         new_limit = start.paced(limit, new_limit, view.loss, (self.room_left + freed) / risers)
         self.unacknowledged = unacknowledged & (not view.acknowledged)
         self.listening = start.listening(self.unacknowledged, self.rounds_served, view.has_roster) & serving

@@ -1,7 +1,8 @@
 """Run every benchmark's `run()` and write `benchmarks/results/all.json`.
 
 Modules, in order: token_bucket, codec, allocator, node_scale, runtime, scale, report, sweep, quality (these
-three need Spark; report is skipped when `benchmarks/bench_report.py` does not exist), soak (a 30-minute
+three need Spark; report is skipped when `benchmarks/bench_report.py` does not exist), demo (the demo's worst
+round over 30 seeds), soak (a 30-minute
 realtime run; 2 minutes under `--quick`), redis (the reports over Redis Pub/Sub) and adversaries (a liar and
 forgeries). A module without a `run()` is recorded as skipped; a benchmark that fails is recorded with its error,
 and the others still run. Only
@@ -46,6 +47,7 @@ NAMES = (
     "report",
     "sweep",
     "quality",
+    "demo",
     "soak",
     "redis",
     "adversaries",

@@ -1,0 +1,33 @@
+"""bench_demo.py: the sentence docs/policies.md quotes is the one written from `benchmarks/results/demo.json` (a
+figure in the docs is never copied by hand), and the figures it writes follow from the seeds' peaks."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks"))  # the benchmarks import `common`
+
+import bench_demo  # noqa: E402
+
+
+def test_the_docs_sentence_is_the_one_written_from_the_results_file() -> None:
+    result = json.loads((REPO / "benchmarks" / "results" / "demo.json").read_text())
+    doc = (REPO / "docs" / "policies.md").read_text()
+    written = textwrap.indent(textwrap.fill(bench_demo.sentence(result), width=114), "  ")
+    assert f"<!-- demo-seeds:begin -->\n{written}\n  <!-- demo-seeds:end -->" in doc
+
+
+def test_the_figures_follow_from_the_peak_of_each_seed() -> None:
+    result = bench_demo.run(seeds=range(1, 3))
+    peaks = list(result["peak_overshoot_by_seed"].values())
+    assert len(peaks) == 2 and all(0.0 <= peak < 1.0 for peak in peaks)
+    assert result["worst"] == max(peaks) and result["mean"] == pytest.approx(sum(peaks) / 2, abs=1e-5)
+    assert result["peak_overshoot_by_seed"][str(result["worst_seed"])] == result["worst"]
+    assert result["seeds_over_5pct"] == sum(peak > bench_demo.OVER for peak in peaks)
+    assert "Over 2 seeds of the demo" in bench_demo.sentence(result)

@@ -64,7 +64,9 @@ class CleanupRules:
     max_report_age_s: float  # a report published longer ago than this is dropped
     max_clock_skew_s: float = np.inf  # a report published further ahead than this is dropped
     interval_s: float | None = None  # the senders' reporting interval; None: sequence numbers are not bounded
-    keep_listed: bool = False  # the entry of a broker the registry lists as serving the group never expires
+    # the entry of a broker the registry lists as serving the group never expires, and one heard only before its
+    # listing is forgotten (the rules of a policy that reads the roster)
+    keep_listed: bool = False
 
 
 class UsageTable:
@@ -94,6 +96,7 @@ class UsageTable:
         self._refreshed_s = np.zeros((n_groups, 1))
         self._seq = np.full((n_groups, 1), -1, dtype=np.int64)
         self._silent = np.zeros((n_groups, 1), dtype=bool)  # as of the last `mark_silent`
+        self._received_s = -np.inf  # when the last batch of reports was merged
         self.slot_broker[:, OWN] = self._broker_index(own_broker)
 
     def __repr__(self) -> str:
@@ -152,6 +155,7 @@ class UsageTable:
         accepted only if one of its entries is kept: a report whose every entry a newer one of the same batch
         replaces, or that comes from an incarnation older than another report of the batch, is discarded.
         """
+        self._received_s = now_s
         sent_s = np.array(batch.sent_at_ms, dtype=np.float64) / 1000.0
         too_old = sent_s < now_s - self.rules.max_report_age_s
         too_new = sent_s > now_s + self.rules.max_clock_skew_s
@@ -188,7 +192,11 @@ class UsageTable:
     ) -> None:
         """Apply the registry's roster changes, in order: broker `names[brokers[i]]` serves group `group_ids[i]`
         from now on if `serving[i]`, or no longer. Groups this broker does not hold and its own entries are
-        skipped; a broker listed but never heard gets a slot."""
+        skipped; a broker listed but never heard gets a slot. With `keep_listed` (the rule of a policy that reads
+        the roster), a broker listed anew that was heard only before this round's reports is old news: its entry
+        goes, and it counts as listed but not heard until a report of it comes (a broker back in a group it left,
+        whose reports of its stop and of its return were both lost, was counted at what it used before it left,
+        and fair-share-safe's incumbents kept their shares while it took its own: 119.5% of the quota)."""
         self.has_roster = True
         rows, known = self.local_rows(np.asarray(group_ids, dtype=np.int64))
         codes, code_of = np.unique(np.asarray(brokers, dtype=np.int64), return_inverse=True)
@@ -200,8 +208,12 @@ class UsageTable:
         last = len(rows) - 1 - np.unique((rows * len(self.brokers) + index)[::-1], return_index=True)[1]
         rows, index, serving = rows[last], index[last], serving[last]  # the last change of each pair wins
         changing = serving | self._slot_held(rows, index)  # a removal of a broker without a slot changes nothing
-        slots = self._slots_of(rows[changing], index[changing])
-        self.listed[rows[changing], slots] = serving[changing]
+        rows, serving = rows[changing], serving[changing]
+        slots = self._slots_of(rows, index[changing])
+        if self.rules.keep_listed:
+            listed_anew = serving & ~self.listed[rows, slots] & (self._refreshed_s[rows, slots] < self._received_s)
+            self.present[rows[listed_anew], slots[listed_anew]] = False
+        self.listed[rows, slots] = serving
 
     def expire(self, now_s: float) -> int:
         """Remove the entries of other brokers not refreshed within `stale_after_s` (but for those listed as

@@ -296,6 +296,23 @@ def test_a_newcomer_takes_the_room_its_peers_made_for_it_in_the_allocation_that_
     assert [broker.limit[0, 0] for broker in brokers.values()] == pytest.approx([20.0] * 5, abs=0.5)
 
 
+def test_a_broker_back_in_a_group_counts_as_a_newcomer_not_at_what_was_heard_before_its_listing():
+    """e serves the group at 0.5 beside a-d (24.875 each of 100), stops for two rounds (the report of its stop is
+    lost to every peer, so they keep its entry at 0.5) and comes back wanting 20 (that report is lost too). The
+    registry lists it again, and every peer forgets what it heard of e before: it counts e as a newcomer and steps
+    down to 20 in that round, as e takes 20 once all have read its listing (counted at 0.5, the peers stayed at
+    24.875 and the group ran at 119.5 of its 100, then at 41.5 while they made room for e twice)."""
+    brokers = {name: node(name, [100.0], policy=SAFE, force_every=2) for name in "abcde"}
+    for round_index in range(8):
+        demand = dict.fromkeys("abcd", 30.0) | {"e": 0.5 if round_index < 3 else 0.0 if round_index < 5 else 20.0}
+        lost = {("e", peer) for peer in "abcd"} if round_index in (3, 5) else set()
+        registry_round(brokers, demand, T0 + round_index, lost)
+        serving = [broker for broker in brokers.values() if broker.serving[0]]
+        assert sum(broker.limit[0, 0] for broker in serving) <= 100.0 + MIN_LIMIT * len(serving) + 1e-9
+        if round_index >= 5:
+            assert [broker.limit[0, 0] for broker in brokers.values()] == pytest.approx([20.0] * 5)
+
+
 def test_a_peer_silent_for_a_forced_report_cycle_counts_at_its_fair_share_not_at_what_it_last_said():
     """e hosts the group idly and hears d only at the cold start, at the floor (every report of d to e after it is
     lost); at round 8 e wants 40. d's entry is old news: e starts at the floor and counts d at its fair share,

@@ -10,7 +10,8 @@ heard, except where that is not known, and then at its max-min fair share of thi
   their next allocation, and the newcomer takes no room before every live broker has read it (it listens until
   the registry acknowledges it), so their excess is room already set aside for it. Counting both, every
   incumbent made room for the newcomer alone: each cut by its whole share, and the group ran at a fraction of
-  its quota for a round (a realtime join starved an incumbent);
+  its quota for a round (a realtime join starved an incumbent). So does a peer listed anew that was heard only
+  before its listing: the usage table forgets what it said then (`UsageTable.update_roster`);
 - a peer silent for a forced-report cycle (at least one of its forced reports was lost) counts at its fair
   share: its last usage is old news either way, since a peer that heard what moved its share has stepped to
   it, down or up (counted at the floor it was last heard at, at its cold start, it left a newcomer room that

@@ -68,12 +68,10 @@ def _newcomer_reservation(
 class PeerMemory:
     """Per group, peer slot and dimension: the usage the peer reached while within its fair share (or when first
     heard), how many consecutive allocations it has been above it since, and what it counted at the last
-    allocation; per group and slot, whether the registry listed it then; per group and dimension, the room the
-    peers made for this broker as a newcomer, as the last allocation counted it (`made_room`)."""
+    allocation; per group and slot, whether the registry listed it then."""
 
     def __init__(self, n_groups: int, n_dimensions: int) -> None:
         self.counted = np.zeros((n_groups, 1, n_dimensions))
-        self.made_room = np.zeros((n_groups, n_dimensions))  # the peers' excess over their shares as they stepped down
         self.listed = np.zeros((n_groups, 1), dtype=bool)
         self.within_usage = np.zeros((n_groups, 1, n_dimensions))
         self.excess_rounds = np.zeros((n_groups, 1, n_dimensions), dtype=np.int64)
@@ -92,12 +90,14 @@ class PeerMemory:
         room_left: np.ndarray,
         newly_listed: np.ndarray,
         stepped_down: np.ndarray,
-    ) -> np.ndarray:
-        """[G, K] what each entry counts at (see the module docstring); `fair_share`, `heard`, `silent` and
-        `unheard_listed` are [G, K] too, slot `OWN` counts at its own usage; `room_left` [G] is the room a peer
-        may have risen into (0 without loss); `newly_listed` [G] the groups where every peer steps down at its
-        next allocation for a newcomer the registry lists (another broker); `stepped_down` [G] the groups where
-        the registry says every peer has read this newcomer's listing. Updates the memory of `dimension`."""
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """[G, K] what each entry counts at (see the module docstring), and [G] the room the peers made for this
+        newcomer where they `stepped_down` (their excess over their shares, 0 elsewhere); `fair_share`, `heard`,
+        `silent` and `unheard_listed` are [G, K] too, slot `OWN` counts at its own usage; `room_left` [G] is the
+        room a peer may have risen into (0 without loss); `newly_listed` [G] the groups where every peer steps
+        down at its next allocation for a newcomer the registry lists (another broker); `stepped_down` [G] the
+        groups where the registry says every peer has read this newcomer's listing. Updates the memory of
+        `dimension`."""
         self._widen(usage.shape[1])
         within_usage = self.within_usage[:, : usage.shape[1], dimension]
         excess_rounds = self.excess_rounds[:, : usage.shape[1], dimension]
@@ -119,11 +119,10 @@ class PeerMemory:
         made_room = np.maximum(counted - fair_share, 0.0) * (heard & stepped_down[:, None])
         made_room[:, OWN] = 0.0
         counted -= made_room
-        self.made_room[:, dimension] = made_room.sum(axis=1)
         counted = np.where(unheard_listed, _newcomer_reservation(counted, fair_share, heard, unheard_listed), counted)
         self.counted[:, : usage.shape[1], dimension] = counted
         self.counted[:, usage.shape[1] :, dimension] = 0.0
-        return counted
+        return counted, made_room.sum(axis=1)
 
     def read_roster(self, listed: np.ndarray, heard: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The registry's changes since the last allocation, from its listing `listed` [G, K]: `newly_listed` [G],

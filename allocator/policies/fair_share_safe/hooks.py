@@ -80,6 +80,7 @@ class SafeHooks(Hooks):
         peer_held = np.zeros(self.n_groups, dtype=bool)
         counted_peers = np.empty_like(limit)
         risers = np.empty_like(limit)
+        made_room = np.empty_like(limit)  # by the peers, for this broker as a newcomer
         believed_room = self.room_left if view.loss > 0 else np.zeros_like(self.room_left)
         bounded_pool = np.where(np.isfinite(pool), pool, 0.0)
         for d in range(self.n_dimensions):
@@ -87,7 +88,7 @@ class SafeHooks(Hooks):
             wants = view.usage[:, :, d] if view.demand is None else view.demand[:, :, d]
             wants = np.where(unheard, room[:, None], np.where(view.present, wants, 0.0))
             fair_share = max_min_fair(pool[:, d], wants, present)
-            counted = self.memory.counted_usage(
+            counted, made_room[:, d] = self.memory.counted_usage(
                 d,
                 view.usage[:, :, d],
                 fair_share,
@@ -107,7 +108,7 @@ class SafeHooks(Hooks):
             held_below = holds < (1.0 - HELD_TOLERANCE) * fair_share
             held |= held_below[:, OWN]
             peer_held |= held_below[:, OWN + 1 :].any(axis=1)
-        freed += self.memory.made_room
+        freed += made_room
         new_limit = start.paced(limit, new_limit, view.loss, (self.room_left + freed) / risers)
         self.unacknowledged = unacknowledged & (not view.acknowledged)
         self.listening = start.listening(self.unacknowledged, self.rounds_served, view.has_roster) & serving

@@ -8,25 +8,19 @@ import math
 
 import numpy as np
 
-from allocator.policies.hooks import OWN, PeerView
+from allocator.policies.hooks import PeerView
 
 LISTEN_ALLOCATIONS = 1  # without a registry, allocations a newcomer keeps its start limit (peers hear it meanwhile)
 
 
 def start_limit(pool: np.ndarray, view: PeerView) -> np.ndarray:
-    """[g, D] the start limit for the groups of `view`: the residual heard, `pool - sum(heard peers' usage)`, at
-    most an equal share of the brokers it knows (heard or listed, itself included); 0 (the floor) while a broker
-    it knows of has not been heard: a peer the registry lists but it never heard (that peer may hold the whole
-    pool: it did not know this broker yet), a peer silent for a forced-report cycle (what it said is old news),
-    or, without a roster, anyone at all. Unlimited stays unlimited."""
-    peers = slice(OWN + 1, None)
-    heard, listed = view.present[:, peers], view.listed[:, peers]
-    others_usage = (view.usage[:, peers, :] * heard[:, :, None]).sum(axis=1)
-    known = (heard | listed).sum(axis=1) + 1
-    residual_heard = np.maximum(pool - others_usage, 0.0)
-    start = np.minimum(pool / known[:, None], residual_heard)
-    unknown_room = (listed & ~heard).any(axis=1) | view.silent[:, peers].any(axis=1) | ~heard.any(axis=1)
-    return np.where(np.isinf(pool), np.inf, np.where(unknown_room[:, None], 0.0, start))
+    """[g, D] the floor (0, raised to `MIN_LIMIT` by the node) wherever the pool is bounded; unlimited stays
+    unlimited. A broker new to a group takes no room before its first allocation, because no room is known to
+    be free: its peers do not know of it yet, so their limits may add up to the whole pool whatever they last
+    reported (a peer may have risen since, into the room this broker freed when it left), and another broker
+    may be starting in the same round, counting on the same room. Its first allocation counts every broker the
+    registry lists, and its peers make room for it (`listening`). `view` is not read: nothing in it is safe."""
+    return np.where(np.isinf(pool), np.inf, 0.0)
 
 
 def listening(unacknowledged: np.ndarray, rounds_served: np.ndarray, has_roster: bool) -> np.ndarray:

@@ -84,10 +84,7 @@ class SafeHooks(Hooks):
         believed_room = self.room_left if view.loss > 0 else np.zeros_like(self.room_left)
         bounded_pool = np.where(np.isfinite(pool), pool, 0.0)
         for d in range(self.n_dimensions):
-            room = bounded_pool[:, d]
-            wants = view.usage[:, :, d] if view.demand is None else view.demand[:, :, d]
-            wants = np.where(unheard, room[:, None], np.where(view.present, wants, 0.0))
-            fair_share = max_min_fair(pool[:, d], wants, present)
+            wants, fair_share = fair_shares(pool[:, d], view, d)
             counted, made_room[:, d] = self.memory.counted_usage(
                 d,
                 view.usage[:, :, d],
@@ -121,7 +118,22 @@ class SafeHooks(Hooks):
         return new_limit
 
     def quota_changed(self, old: np.ndarray, new: np.ndarray, limit: np.ndarray, view: PeerView) -> np.ndarray:
+        """The limits scale with the quota at once (`quota.rescaled`), and none stays above its broker's fair
+        share of the new quota: its peers count it at no more (a peer heard above its share steps down at its next
+        allocation), so a broker that sees a change a round after them must not keep more than a scaled limit
+        from the old quota's split."""
         ratio = quota.ratio(old, new)
         self.memory.rescale(ratio)
         self.room_left *= ratio  # the peers' part and this broker's limit both scale
-        return quota.rescaled(old, new, limit, view.present.sum(axis=1))
+        own_share = np.stack([fair_shares(new[:, d], view, d)[1][:, OWN] for d in range(self.n_dimensions)], axis=1)
+        own_share = np.where(np.isinf(new), np.inf, own_share)
+        return np.minimum(quota.rescaled(old, new, limit, view.present.sum(axis=1)), own_share)
+
+
+def fair_shares(pool: np.ndarray, view: PeerView, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """([G, K], [G, K]) what each broker of the view wants in dimension `d` (its demand, else its usage; a peer
+    the registry lists but this broker never heard, the whole pool) and its max-min fair share of `pool` [G]."""
+    unheard = view.listed & ~view.present
+    wants = view.usage[:, :, d] if view.demand is None else view.demand[:, :, d]
+    wants = np.where(unheard, np.where(np.isfinite(pool), pool, 0.0)[:, None], np.where(view.present, wants, 0.0))
+    return wants, max_min_fair(pool, wants, view.present | unheard)

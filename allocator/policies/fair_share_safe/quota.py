@@ -1,4 +1,5 @@
-"""What a quota change does to fair-share-safe's limits: they scale with it at once."""
+"""What a quota change does to fair-share-safe's limits: they scale with it at once (and `SafeHooks.quota_changed`
+keeps each at most its broker's fair share of the new quota)."""
 
 from __future__ import annotations
 

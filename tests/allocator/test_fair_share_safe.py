@@ -223,6 +223,18 @@ def test_a_listed_peer_never_heard_keeps_its_room():
     assert [brokers[n].limit[0, 0] for n in "abc"] == pytest.approx([30.0, 30.0, 30.0])
 
 
+def test_a_listed_peer_never_heard_keeps_the_room_it_could_take_when_this_broker_wanted_less():
+    """a and b start together on a quota of 120; b's reports never reach a, a's reach b once. b heard a want 16
+    and took the rest (104); when a's demand rises to 50, a still counts b at what it left b then, not at b's
+    share of a's new want (60): b steps down only once it hears the rise (a took 50: 154 admitted)."""
+    brokers = {name: node(name, [120.0], policy=SAFE) for name in "ab"}
+    both = {("a", "b"), ("b", "a")}
+    for round_index, (want_a, lost) in enumerate([(16.0, {("b", "a")}), (50.0, both), (50.0, both), (50.0, both)]):
+        usage = registry_round(brokers, {"a": want_a, "b": 136.0}, T0 + round_index, lost)
+        assert sum(usage.values()) <= 120.0 + 2 * MIN_LIMIT
+    assert usage == pytest.approx({"a": 16.0, "b": 104.0})
+
+
 def test_the_incumbents_make_room_for_a_newcomer_together_not_each_alone():
     """Four brokers hold 25 each of 100 when e starts, listed but not heard (its first report is lost, as on
     timers when a peer ticks before it): each steps down to its new share, 20, at once (it counts the others'

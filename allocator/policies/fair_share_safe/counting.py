@@ -11,7 +11,10 @@ heard, except where that is not known, and then at its max-min fair share of thi
   the registry acknowledges it), so their excess is room already set aside for it. Counting both, every
   incumbent made room for the newcomer alone: each cut by its whole share, and the group ran at a fraction of
   its quota for a round (a realtime join starved an incumbent). So does a peer listed anew that was heard only
-  before its listing: the usage table forgets what it said then (`UsageTable.update_roster`);
+  before its listing: the usage table forgets what it said then (`UsageTable.update_roster`). While it stays
+  unheard its count never falls: the peer may have heard this broker want less and taken the rest, and steps
+  down only when it hears the rise (counted at its share of this broker's new want, a broker whose demand rose
+  took room its unheard peer held: a random trial went 25% over its quota in bursts);
 - a peer silent for a forced-report cycle (at least one of its forced reports was lost) counts at its fair
   share: its last usage is old news either way, since a peer that heard what moved its share has stepped to
   it, down or up (counted at the floor it was last heard at, at its cold start, it left a newcomer room that
@@ -77,6 +80,7 @@ class PeerMemory:
         self.excess_rounds = np.zeros((n_groups, 1, n_dimensions), dtype=np.int64)
         self.known = np.zeros((n_groups, 1, n_dimensions), dtype=bool)  # heard at the last allocation
         self.never_within = np.zeros((n_groups, 1, n_dimensions), dtype=bool)  # above its share since first heard
+        self.reserved = np.zeros((n_groups, 1, n_dimensions))  # a listed peer never heard: its count last time
 
     def counted_usage(
         self,
@@ -119,7 +123,10 @@ class PeerMemory:
         made_room = np.maximum(counted - fair_share, 0.0) * (heard & stepped_down[:, None])
         made_room[:, OWN] = 0.0
         counted -= made_room
-        counted = np.where(unheard_listed, _newcomer_reservation(counted, fair_share, heard, unheard_listed), counted)
+        reserved = self.reserved[:, : usage.shape[1], dimension]
+        reservation = np.maximum(_newcomer_reservation(counted, fair_share, heard, unheard_listed), reserved)
+        reserved[...] = np.where(unheard_listed, reservation, 0.0)
+        counted = np.where(unheard_listed, reservation, counted)
         self.counted[:, : usage.shape[1], dimension] = counted
         self.counted[:, usage.shape[1] :, dimension] = 0.0
         return counted, made_room.sum(axis=1)
@@ -144,6 +151,7 @@ class PeerMemory:
         """A quota change, `ratio` [G, D] = new / old quota: what each peer is known to hold scales with it."""
         self.within_usage *= ratio[:, None, :]
         self.counted *= ratio[:, None, :]
+        self.reserved *= ratio[:, None, :]
 
     def _widen(self, n_slots: int) -> None:
         if self.within_usage.shape[1] >= n_slots:
@@ -154,4 +162,5 @@ class PeerMemory:
         self.known = np.pad(self.known, pad)
         self.never_within = np.pad(self.never_within, pad)
         self.counted = np.pad(self.counted, pad)
+        self.reserved = np.pad(self.reserved, pad)
         self.listed = np.pad(self.listed, pad[:2])

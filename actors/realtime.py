@@ -323,13 +323,15 @@ def _run_realtime(
             last_round = round_index
             t_s = round_index * interval
             time.sleep(max(0.0, epoch + t_s - time.time()))
+            collecting = round_index < plan.rounds - 1  # the last round's ticks are collected once they are done
+            if collecting:  # before the round's events: a crash takes its host's uncollected rows with it
+                completed = _collect(cluster, backend, writer, round_index, t_s, lags, steady_lags, latencies)
             leaving = apply_round_events(cluster, round_index, t_s, writer)
             items = [(p.broker, shard, payload) for p in leaving for shard, payload in p.payloads]
             blocking_call(cluster.channel, "publish_many", items, t_s)
             if cluster.membership is not None and cluster.registry_reachable:
                 blocking_call(cluster.membership, "expire", t_s)
-            if round_index < plan.rounds - 1:  # the last round's ticks are collected once they are done
-                completed = _collect(cluster, backend, writer, round_index, t_s, lags, steady_lags, latencies)
+            if collecting:
                 writer.end_round(round_index, completed)
             if on_round is not None:
                 on_round(round_index)

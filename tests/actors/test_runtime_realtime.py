@@ -134,6 +134,19 @@ def test_realtime_crash_is_seen_by_every_broker_through_membership(tmp_path):
         assert len(after) > 0 and (after == 3).all(), (broker, views.to_dict())  # then dropped it for good
 
 
+def test_a_crashed_broker_keeps_the_rows_of_its_last_round(tmp_path):
+    """b4, alone on its host, crashes at round 3: the rows its timer wrote in rounds 0-2 are all in the telemetry.
+    The driver collects a round's rows before it applies the next round's events; a crash used to take its host's
+    uncollected rows with it, and the group's usage seemed to drop a round before the crash. Seed 1 puts b4's
+    ticks early in their rounds (about 0.15 of an interval in), well before the driver applies the crash."""
+    data = realtime_scenario(
+        "local", rounds=6, interval_s=0.2, brokers_per_actor=3, seed=1, events=[{"at": 3, "crash": "b4"}]
+    )
+    data["brokers"].append({"name": "b4", "workload": [{"group": "g", "msgs_per_s": 50}]})
+    rounds, _, _ = read(run_scenario(parse_scenario(data), tmp_path / "run", progress=False))
+    assert sorted(rounds[rounds.broker == "b4"]["round"]) == [0, 1, 2]
+
+
 @pytest.mark.ray
 def test_realtime_on_ray(ray_session, tmp_path):
     data = realtime_scenario("ray", rounds=5, interval_s=0.2)

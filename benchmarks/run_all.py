@@ -2,7 +2,7 @@
 
 Modules, in order: token_bucket, codec, allocator, node_scale, runtime, scale, report, sweep, quality (these
 three need Spark; report is skipped when `benchmarks/bench_report.py` does not exist), demo (the demo's worst
-round over 30 seeds), soak (a 30-minute
+round over 30 seeds), trials (random trials of the recommended policy), soak (a 30-minute
 realtime run; 2 minutes under `--quick`), redis (the reports over Redis Pub/Sub) and adversaries (a liar and
 forgeries). A module without a `run()` is recorded as skipped; a benchmark that fails is recorded with its error,
 and the others still run. Only
@@ -48,6 +48,7 @@ NAMES = (
     "sweep",
     "quality",
     "demo",
+    "trials",
     "soak",
     "redis",
     "adversaries",
@@ -60,6 +61,7 @@ QUICK: dict[str, dict[str, Any]] = {
     "node_scale": {"repeats": 1},
     "scale": {"quick": True},
     "quality": {"quick": True},
+    "trials": {"trials": 200},
     "redis": {"quick": True},
     "soak": {"minutes": 2.0, "warmup_minutes": 0.5, "sample_s": 2.0},
 }

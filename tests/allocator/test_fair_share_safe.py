@@ -14,6 +14,7 @@ from test_broker_node import MSGS, T0, exchange, node, payloads
 
 from allocator.node.broker_node import MIN_LIMIT, BrokerNode
 from allocator.node.node_settings import NodeSettings
+from allocator.node.one_group import registry_round
 from allocator.policies import POLICIES, RECOMMENDED, bind, describe, step
 from allocator.policies.fair_share_safe.start import paced, rise_rounds, risers, start_limit
 from allocator.policies.hooks import PeerView
@@ -184,32 +185,6 @@ def test_the_room_left_is_shared_by_the_brokers_that_may_rise_into_it():
 
 
 # -- the roster: room for the peers not heard yet ---------------------------------------------------------
-
-
-def registry_round(
-    brokers: dict[str, BrokerNode],
-    demand: dict[str, float],
-    now_s: float,
-    lost: set[tuple[str, str]] = frozenset(),
-    gone: tuple[str, ...] = (),
-) -> dict[str, float]:
-    """One lockstep round of one group with a membership registry: every broker tells it what it serves, every
-    broker reads the roster and the brokers it declared dead (`gone`: their sessions ended this round); the
-    report of `sender` to `receiver` is lost for each pair in `lost`. The usage of each broker this round."""
-    names = list(brokers)
-    published, usage = {}, {}
-    for name, broker in brokers.items():
-        traffic = broker.admit(np.array([demand[name]]), np.array([100.0]), now_s)
-        usage[name] = traffic.usage[0, 0]
-        published[name] = payloads(broker.build_reports(traffic, now_s))
-    serving = np.array([brokers[name].serving[0] for name in names])
-    for name, broker in brokers.items():
-        received = [p for other in names if other != name and (other, name) not in lost for p in published[other]]
-        broker.receive(received, now_s)
-        broker.update_roster(np.ones(len(names), np.int64), np.arange(len(names)), serving, names)
-        broker.cleanup(now_s, [(dead, 0) for dead in gone])
-        broker.allocate()
-    return usage
 
 
 def test_a_listed_peer_never_heard_keeps_its_room():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -14,13 +13,12 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))  # the benchmarks import `common`
 
 import bench_demo  # noqa: E402
+from docs_quote import assert_quoted  # noqa: E402
 
 
 def test_the_docs_sentence_is_the_one_written_from_the_results_file() -> None:
     result = json.loads((REPO / "benchmarks" / "results" / "demo.json").read_text())
-    doc = (REPO / "docs" / "policies.md").read_text()
-    written = textwrap.indent(textwrap.fill(bench_demo.sentence(result), width=114), "  ")
-    assert f"<!-- demo-seeds:begin -->\n{written}\n  <!-- demo-seeds:end -->" in doc
+    assert_quoted("demo-seeds", bench_demo.sentence(result))
 
 
 def test_the_figures_follow_from_the_peak_of_each_seed() -> None:

@@ -12,6 +12,7 @@ and the fallback).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from allocator.limiter.group_limiter import GroupLimiter
 from allocator.node.fallback import Fallback
 from allocator.node.loss_meter import LossMeter
 from allocator.node.node_settings import NodeSettings
+from allocator.node.relay import Relay
 from allocator.node.report_reader import Inbox, ReportReader
 from allocator.node.report_sender import Outbox, ReportSender
 from allocator.node.usage_table import OWN, Merge, UsageTable
@@ -88,6 +90,7 @@ class BrokerNode:
             signer=signer,
             reports_demand=settings.report_demand or self.hooks.claims_estimated_demand,
         )
+        self.relay = Relay(self.sender.routes, settings.wire)
         self.reader = ReportReader(settings, group_names=group_names, known_brokers=self.known_brokers)
         self.ramps = RampedPools(settings.ramps, self.group_ids)
         self.pool = self.ramps.capped(self.quota)  # [G, D] what the policy splits
@@ -132,7 +135,8 @@ class BrokerNode:
         selection = self.hooks.select_reports(self.suppressor, watched, self.serving, self.loss_meter.chance_all_lost)
         outbox = self.sender.encode(selection, traffic.usage, demand, self.incarnation, now_s)
         self.suppressor.commit(selection, watched)
-        return outbox
+        relayed = self.relay.take()
+        return replace(outbox, payloads=outbox.payloads + relayed) if relayed else outbox
 
     def leave(self, now_s: float) -> Outbox:
         """A clean leave: zeros for every group others hold an entry of, along the same routes."""
@@ -150,14 +154,21 @@ class BrokerNode:
         report of a broker or an incarnation the registry did not issue is rejected too (`ReportReader`). The loss
         meter counts the reports the table accepted and those a later report of the same sender in the batch
         superseded: on timers, two rounds' reports of a peer often arrive together, and the earlier was received,
-        not lost."""
-        batch, n_rejected = self.reader.decode(payloads, now_s, issued)
+        not lost; a peer's copy of a report is merged, but not counted there. Peers' news is published again with
+        the next reports as the hooks ask (`Relay`)."""
+        payloads, copies = self.relay.unmark(list(payloads))
+        batch, n_rejected, positions = self.reader.decode(payloads, now_s, issued)
         view_before = self.table.view_brokers()
         heard_before = self.table.last_heard_s()
         outcomes = self.table.merge_many(batch, now_s)
         accepted = np.array([outcome is Merge.ACCEPTED for outcome in outcomes], bool)
-        received = batch.select(np.array([outcome in (Merge.ACCEPTED, Merge.SUPERSEDED) for outcome in outcomes], bool))
+        received = np.array([outcome in (Merge.ACCEPTED, Merge.SUPERSEDED) for outcome in outcomes], bool)
+        received = batch.select(received & ~copies[positions])  # a copy says nothing of the author's link
         self.loss_meter.observe(received.brokers, received.incarnation, received.seq)
+        relays = self.hooks.news_copies(self.loss_meter.chance_all_lost) if self.relay.enabled else 0
+        if relays:
+            kept = np.flatnonzero(accepted)
+            self.relay.note(batch, kept, [payloads[position] for position in positions[kept]], self.table, relays)
         self._heard |= self.table.last_heard_s() != heard_before
         self.hooks.heard_newcomers(np.flatnonzero(self.table.view_brokers() > view_before))
         return Inbox(accepted=int(accepted.sum()), rejected=n_rejected, discarded=len(batch) - int(accepted.sum()))

@@ -8,7 +8,7 @@ that failed to decode or validate, and those of a broker or an incarnation the m
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,20 +52,24 @@ class ReportReader:
             )
 
     def decode(
-        self, payloads: Iterable[bytes], now_s: float, issued: Mapping[str, int] | None = None
-    ) -> tuple[ReportBatch, int]:
-        """The valid reports as one batch and how many payloads were refused. With `issued` (broker -> the highest
-        incarnation the registry issued it), a report of a broker or an incarnation it did not issue is refused."""
+        self, payloads: Sequence[bytes], now_s: float, issued: Mapping[str, int] | None = None
+    ) -> tuple[ReportBatch, int, np.ndarray]:
+        """The valid reports as one batch, how many payloads were refused, and the position in `payloads` of each
+        report of the batch. With `issued` (broker -> the highest incarnation the registry issued it), a report of
+        a broker or an incarnation it did not issue is refused."""
         batch, errors = self._decoded(payloads, now_s, issued)
+        positions = np.array([p for p in range(len(payloads)) if p not in errors], dtype=np.int64)
+        if self._pulsar is not None:  # it reads the last arrived first
+            positions = positions[::-1]
         if issued is None or not len(batch):
-            return batch, len(errors)
+            return batch, len(errors), positions
         credible = np.array(
             [inc <= issued.get(b, -1) for b, inc in zip(batch.brokers, batch.incarnation, strict=True)], dtype=bool
         )
-        return batch.select(credible), len(errors) + int((~credible).sum())
+        return batch.select(credible), len(errors) + int((~credible).sum()), positions[credible]
 
     def _decoded(
-        self, payloads: Iterable[bytes], now_s: float, issued: Mapping[str, int] | None
+        self, payloads: Sequence[bytes], now_s: float, issued: Mapping[str, int] | None
     ) -> tuple[ReportBatch, dict[int, ReportError]]:
         if self._pulsar is not None:
             return self._pulsar.decode(payloads, now_s, issued)

@@ -47,6 +47,7 @@ class Merge(Enum):
 
 _OUTCOMES = (Merge.TOO_OLD, Merge.OWN, Merge.OLD_INCARNATION, Merge.ACCEPTED, Merge.DUPLICATE, Merge.TOO_NEW,
              Merge.SEQ_JUMP, Merge.SUPERSEDED)  # by code  # fmt: skip
+NEWS_CHANGE = 0.01  # a rate that moved by less than 1% is no news: the jitter of a steady rate, not a change
 SEQ_SLACK = 8  # sequence numbers a report may be ahead of the last accepted one, beyond one per interval since
 
 
@@ -97,6 +98,7 @@ class UsageTable:
         self._seq = np.full((n_groups, 1), -1, dtype=np.int64)
         self._silent = np.zeros((n_groups, 1), dtype=bool)  # as of the last `mark_silent`
         self._received_s = -np.inf  # when the last batch of reports was merged
+        self.news = np.zeros(0, dtype=bool)  # [R] the reports of the last batch that brought news (`merge_many`)
         self.slot_broker[:, OWN] = self._broker_index(own_broker)
 
     def __repr__(self) -> str:
@@ -154,6 +156,8 @@ class UsageTable:
         The batch acts as if its reports came one after the other, except that a report is counted as
         accepted only if one of its entries is kept: a report whose every entry a newer one of the same batch
         replaces, or that comes from an incarnation older than another report of the batch, is discarded.
+        `news` then says which reports brought news: an entry not present before, or a usage or demand that moved
+        by more than `NEWS_CHANGE` (a copy of a change already heard, or a forced report of the same rates, is none).
         """
         self._received_s = now_s
         sent_s = np.array(batch.sent_at_ms, dtype=np.float64) / 1000.0
@@ -179,7 +183,7 @@ class UsageTable:
         seq = np.array(batch.seq, dtype=np.int64)
         seq_jump = from_others & ~old_incarnation & self._seq_jumps(senders, seq, now_s)
         live = from_others & ~old_incarnation & ~seq_jump
-        kept, superseded = self._merge_entries(batch, live, senders, now_s)
+        kept, superseded, self.news = self._merge_entries(batch, live, senders, now_s)
         np.maximum.at(self._last_seq, senders[kept], seq[kept])
         self._last_seq_s[senders[kept]] = now_s
         outcomes = np.where(too_old, 0, np.where(own, 1, np.where(old_incarnation, 2, np.where(kept, 3, 4))))
@@ -320,10 +324,11 @@ class UsageTable:
 
     def _merge_entries(
         self, batch: ReportBatch, live: np.ndarray, senders: np.ndarray, now_s: float
-    ) -> tuple[np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Write the entries of the `live` reports of `batch` that are newer than the table and than every other
-        entry of the batch for the same slot; returns two bool[len(batch)]: one of the report's entries was kept, and
-        one was newer than the table but older than another report of the batch for its slot (superseded)."""
+        entry of the batch for the same slot; returns three bool[len(batch)]: one of the report's entries was kept,
+        one was newer than the table but older than another report of the batch for its slot (superseded), and one
+        of the kept entries is news (new, or its usage or demand moved by more than `NEWS_CHANGE`)."""
         counts = np.diff(batch.offsets)
         entries = np.flatnonzero(np.repeat(live, counts))
         rows, known = self.local_rows(batch.group_ids[entries])
@@ -351,6 +356,8 @@ class UsageTable:
 
         flat, entries, usage = flat[kept], entries[kept], batch.usage[entries[kept]]
         n_dimensions = self.usage.shape[2]
+        news = ~self.present.reshape(-1)[flat] | _moved(self.usage.reshape(-1, n_dimensions)[flat], usage)
+        news |= _moved(self.demand.reshape(-1, n_dimensions)[flat], batch.demand[entries])
         self.usage.reshape(-1, n_dimensions)[flat] = usage
         self.demand_known.reshape(-1)[flat] = batch.has_demand[of_report[kept]]
         if batch.has_demand.any():  # else nothing reads what `demand` holds: it is not known
@@ -358,7 +365,8 @@ class UsageTable:
         self.present.reshape(-1)[flat] = usage.any(axis=1)
         self._refreshed_s.reshape(-1)[flat] = now_s
         table_seq[flat] = seq[kept]
-        return np.bincount(of_report[kept], minlength=len(batch)) > 0, superseded
+        reports_kept = np.bincount(of_report[kept], minlength=len(batch)) > 0
+        return reports_kept, superseded, np.bincount(of_report[kept], weights=news, minlength=len(batch)) > 0
 
     def _slot_held(self, rows: np.ndarray, brokers: np.ndarray) -> np.ndarray:
         """bool[n]: whether broker `brokers[i]` holds a slot in row `rows[i]`."""
@@ -433,6 +441,11 @@ class UsageTable:
             self._last_seq = np.append(self._last_seq, -1)
             self._last_seq_s = np.append(self._last_seq_s, 0.0)
         return index
+
+
+def _moved(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """bool[n]: whether any of the rates of row i [n, D] moved by more than `NEWS_CHANGE` of the larger."""
+    return (np.abs(after - before) > NEWS_CHANGE * np.maximum(np.abs(before), np.abs(after))).any(axis=1)
 
 
 def _dense_lookup(group_ids: np.ndarray) -> np.ndarray | None:

@@ -30,6 +30,7 @@ class Routes:
 
     offsets: np.ndarray  # int64[G + 1], from 0, non-decreasing
     topics: np.ndarray  # uint16[offsets[-1]]
+    broadcast: bool = False  # a group's topic is the same for every broker (single, sharded): a report may be relayed
 
     def __post_init__(self) -> None:
         offsets, topics = self.offsets, self.topics
@@ -49,7 +50,7 @@ class Routes:
     @classmethod
     def single(cls, n_groups: int, topic: int = 0) -> Routes:
         """Every group on the one `topic`."""
-        return cls(np.arange(n_groups + 1, dtype=np.int64), np.full(n_groups, topic, dtype=TOPIC_DTYPE))
+        return cls(np.arange(n_groups + 1, dtype=np.int64), np.full(n_groups, topic, dtype=TOPIC_DTYPE), True)
 
     @classmethod
     def sharded(cls, group_ids: np.ndarray, shards: int) -> Routes:
@@ -57,7 +58,7 @@ class Routes:
         if not 1 <= shards <= MAX_TOPICS:
             raise ValueError(f"shards must be in 1..{MAX_TOPICS}, got {shards}")
         group_ids = np.asarray(group_ids, dtype=np.int64)
-        return cls(np.arange(len(group_ids) + 1, dtype=np.int64), (group_ids % shards).astype(TOPIC_DTYPE))
+        return cls(np.arange(len(group_ids) + 1, dtype=np.int64), (group_ids % shards).astype(TOPIC_DTYPE), True)
 
     @classmethod
     def from_lists(cls, topics_per_group: Sequence[Sequence[int]]) -> Routes:

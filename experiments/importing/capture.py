@@ -16,6 +16,7 @@ from typing import BinaryIO
 
 import numpy as np
 
+from allocator.node.relay import MARK
 from allocator.wire.codec import MAX_REPORT_BYTES, decode_report
 from allocator.wire.pulsar import codec as pulsar_codec
 from allocator.wire.report_fields import ReportError
@@ -43,15 +44,23 @@ class CaptureWriter:
 
     def __init__(self, path: Path, wire: str, group_names: tuple[str, ...], interval_s: float) -> None:
         self.wire = wire
+        self.path = Path(path)
         self.group_names = dict(enumerate(group_names))
         self.interval_s = interval_s
         self.records = 0
         self._file: BinaryIO = Path(path).open("wb")  # noqa: SIM115 (closed by close(), in the run's finally)
 
     def write_round(self, t_s: float, items: list[tuple[str, int, bytes]]) -> None:
+        """The round's reports; a broker's copies of its peers' reports (`allocator.node.relay`) are left out: a
+        Pulsar broker publishes only its own."""
         for _, _, payload in items:
-            self._file.write(record(t_s, payload if self.wire == "pulsar" else self._as_pulsar(payload)))
-        self.records += len(items)
+            if self.wire == "pulsar":
+                self._file.write(record(t_s, payload))
+            elif payload[:1] != MARK:
+                self._file.write(record(t_s, self._as_pulsar(payload)))
+            else:
+                continue
+            self.records += 1
 
     def close(self) -> None:
         self._file.close()

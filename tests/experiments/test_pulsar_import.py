@@ -13,10 +13,13 @@ import pandas as pd
 import pytest
 import yaml
 
+from allocator.node.relay import MARK
+from allocator.wire.codec import encode_report
 from allocator.wire.pulsar.ResourceUsage_pb2 import ResourceUsageInfo
+from allocator.wire.usage_report import UsageReport
 from experiments.cli import main
 from experiments.errors import UserError
-from experiments.importing.capture import capture_usage, read_records, record
+from experiments.importing.capture import CaptureWriter, capture_usage, read_records, record
 from experiments.importing.prometheus import export_run, prometheus_usage
 from experiments.importing.scenario_writer import read_quotas, write_scenario
 from experiments.run import run_scenario
@@ -109,6 +112,28 @@ def test_the_capture_holds_every_published_report_and_each_parses_as_pulsars(run
     assert sorted({time_s for time_s, _ in records}) == sorted(reporting_rounds.astype(float))  # at the round's time
     # On quotalab's wire the capture holds the ResourceUsageInfo a Pulsar broker would have published: the same.
     assert runs["quotalab"][1].read_bytes() == capture.read_bytes()
+
+
+def test_a_capture_leaves_out_a_brokers_copies_of_its_peers_reports(tmp_path) -> None:
+    """fair-share-safe publishes its peers' news again (`allocator.node.relay`); a Pulsar broker would not."""
+    report = UsageReport(
+        broker="broker-1",
+        incarnation=0,
+        seq=1,
+        sent_at_ms=1000,
+        interval_ms=1000,
+        dimensions=("publish_msgs_per_s",),
+        group_ids=np.array([0]),
+        usage=np.array([[5.0]]),
+        demand=None,
+    )
+    writer = CaptureWriter(tmp_path / "c.bin", "quotalab", ("tenant-a/ns-1",), 1.0)
+    writer.write_round(1.0, [("broker-1", 0, encode_report(report)), ("broker-2", 0, MARK + encode_report(report))])
+    writer.close()
+    assert writer.records == 1
+    assert [info.broker for info in map(ResourceUsageInfo.FromString, (p for _, p in read_records(writer.path)))] == [
+        "broker-1"
+    ]
 
 
 def test_a_capture_reads_back_as_what_the_brokers_reported(runs) -> None:

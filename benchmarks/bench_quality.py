@@ -111,8 +111,9 @@ def run_suite(cases: list[Case], runs_dir: Path, workers: int) -> tuple[dict[str
 
 
 def measure(spark: Any, cases: list[Case], runs_dir: Path) -> dict[str, dict[str, Any]]:
-    """run_id -> the report's per-group numbers of the run (`groups` of summary.json) and the rounds to agree on
-    the pool size after each membership event at EVENT_AT (`agreement_waits`, empty for most policies)."""
+    """run_id -> the report's per-group numbers of the run (`groups` of summary.json), the rounds to agree on
+    the pool size after each membership event at EVENT_AT (`agreement_waits`, empty for most policies) and the
+    report bytes the brokers published per round (`bytes_per_round`)."""
     from experiments.report.load import load_runs
     from experiments.report.summary import build_summary, collect_results
 
@@ -122,6 +123,7 @@ def measure(spark: Any, cases: list[Case], runs_dir: Path) -> dict[str, dict[str
         run["run_id"]: {
             "groups": run["groups"],
             "agreement_waits": [event["rounds"] for event in run["rounds_to_agree"] if event["round"] == EVENT_AT],
+            "bytes_per_round": run["bytes_published_per_round"],
         }
         for run in summary["runs"]
     }
@@ -149,6 +151,8 @@ def pooled(per_run: list[dict[str, Any]]) -> dict[str, float | None]:
         "utilization_worst": _min(g["utilization"] for g in groups),
         "starved": sum(g["starved_broker_rounds"] for g in groups) / fair_share if fair_share else None,
         "starved_worst": _max(g["starved"] for g in groups),
+        "bytes_per_round": _mean(run.get("bytes_per_round") for run in per_run),
+        "bytes_per_round_worst": _max(run.get("bytes_per_round") for run in per_run),
     }
 
 
@@ -174,14 +178,15 @@ def _scaled(value: float | None, factor: float) -> float | None:
 
 
 Goal = Callable[[float], bool]  # does a value meet the goal?
-# metric -> (column title, format of a value, the statistic its goal judges: "mean" or "worst")
-COLUMNS: dict[str, tuple[str, Callable[[float], str], str]] = {
+# metric -> (column title, format of a value, the statistic its goal judges: "mean" or "worst"; None: no goal)
+COLUMNS: dict[str, tuple[str, Callable[[float], str], str | None]] = {
     "peak_overshoot": ("peak overshoot", lambda v: f"{100 * v:.1f}%", "worst"),
     "over_quota_per_100": ("rounds over quota / 100", lambda v: f"{v:.1f}", "worst"),
     "rounds_to_converge": ("rounds to converge", lambda v: f"{v:.2f}", "mean"),
     "jain": ("Jain (eq.)", lambda v: f"{v:.3f}", "mean"),
     "utilization": ("utilization (eq.)", lambda v: f"{v:.3f}", "mean"),
     "starved": ("starved (eq.)", lambda v: f"{100 * v:.1f}%", "worst"),
+    "bytes_per_round": ("report bytes / round", lambda v: f"{v:,.0f}", None),  # the price, beside the quality
 }
 
 
@@ -204,6 +209,8 @@ def cell(metric: str, values: dict[str, float | None], loss: str) -> str:
     _, fmt, judged = COLUMNS[metric]
     mean, worst = values[metric], values[f"{metric}_worst"]
     text = " / ".join("—" if value is None else fmt(value) for value in (mean, worst))
+    if judged is None:
+        return text
     value = mean if judged == "mean" else worst
     test, _ = goals(loss)[metric]
     return f"{text} {MET}" if value is not None and test(value) else text

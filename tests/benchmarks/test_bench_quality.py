@@ -74,6 +74,7 @@ def test_a_cell_shows_mean_and_worst_and_is_marked_on_the_statistic_its_goal_jud
     assert bench_quality.cell("jain", values("jain", None, None), "0%") == "— / —"
     assert bench_quality.cell("utilization", values("utilization", 1.145, 1.0), "30%") == "1.145 / 1.000"
     assert bench_quality.cell("utilization", values("utilization", 0.99, 0.9), "30%") == "0.990 / 0.900 ✓"
+    assert bench_quality.cell("bytes_per_round", values("bytes_per_round", 812.4, 2000.0), "0%") == "812 / 2,000"
 
 
 def group(peak, over, waits, jain, utilization, fair_share, starved):
@@ -91,7 +92,8 @@ def group(peak, over, waits, jain, utilization, fair_share, starved):
 
 def test_runs_are_pooled_into_the_mean_and_the_worst():
     first = {"groups": [group(0.2, 0.04, [0, 3, None], 0.9, 1.0, 30, 3), group(0.0, 0.0, [1], 1.0, 0.8, 10, 0)]}
-    second = {"groups": [group(0.1, 0.0, [2], None, 1.0, 10, 1)]}
+    first["bytes_per_round"] = 300.0
+    second = {"groups": [group(0.1, 0.0, [2], None, 1.0, 10, 1)], "bytes_per_round": 500.0}
     cell = bench_quality.pooled([first, second])
     assert cell == {
         "peak_overshoot": pytest.approx(0.15),  # the mean of the runs' worst groups
@@ -107,6 +109,8 @@ def test_runs_are_pooled_into_the_mean_and_the_worst():
         "utilization_worst": 0.8,
         "starved": 0.08,  # 4 of 50 broker-rounds
         "starved_worst": 0.1,
+        "bytes_per_round": 400.0,
+        "bytes_per_round_worst": 500.0,
     }
 
 

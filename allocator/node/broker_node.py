@@ -165,10 +165,11 @@ class BrokerNode:
         received = np.array([outcome in (Merge.ACCEPTED, Merge.SUPERSEDED) for outcome in outcomes], bool)
         received = batch.select(received & ~copies[positions])  # a copy says nothing of the author's link
         self.loss_meter.observe(received.brokers, received.incarnation, received.seq)
-        relays = self.hooks.news_copies(self.loss_meter.chance_all_lost) if self.relay.enabled else 0
-        if relays:
+        relayers, relays = self.hooks.news_relays(self.loss_meter.chance_all_lost) if self.relay.enabled else (0, 0)
+        if relayers and relays:
             kept = np.flatnonzero(accepted)
-            self.relay.note(batch, kept, [payloads[position] for position in positions[kept]], self.table, relays)
+            kept_payloads = [payloads[position] for position in positions[kept]]
+            self.relay.note(batch, kept, kept_payloads, self.table, relayers, relays)
         self._heard |= self.table.last_heard_s() != heard_before
         self.hooks.heard_newcomers(np.flatnonzero(self.table.view_brokers() > view_before))
         return Inbox(accepted=int(accepted.sum()), rejected=n_rejected, discarded=len(batch) - int(accepted.sum()))

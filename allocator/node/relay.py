@@ -7,9 +7,10 @@ relaying broker cannot change a byte of it. A change one link lost then reaches 
 the other brokers' links, not only by the author's next copy on the same lossy link: a link that loses a change
 three rounds in a row (one link in 37 at 30% loss, many more in bursts) no longer holds a group off its share.
 
-News is a report that brought an entry not present before, or a usage or demand that moved (`NEWS_CHANGE`); a
-broker passes an author's news on in as many of that author's reports as it sends copies of its own changes, the
-one that brought it and the next ones (the author's copies): a report with nothing new after them is not passed on.
+News is a report that brought an entry not present before, or a usage or demand that moved (`NEWS_CHANGE`). The
+hooks say how many brokers pass an author's news on, the ones after it in the order of their names (a few, however
+many brokers hear it), and in how many of the author's reports: the one that brought it and the next ones (the
+author's copies); a report with nothing new after them is not passed on.
 
 A copy travels with a one-byte mark (`MARK`) ahead of the author's bytes, so that its receiver can tell it from
 the author's own report: the loss meter counts only the author's reports (`LossMeter`). What it measures is the
@@ -45,17 +46,28 @@ class Relay:
         return [payload[1:] if copy else payload for payload, copy in zip(payloads, copies, strict=True)], copies
 
     def note(
-        self, batch: ReportBatch, reports: np.ndarray, payloads: list[bytes], table: UsageTable, copies: int
+        self,
+        batch: ReportBatch,
+        reports: np.ndarray,
+        payloads: list[bytes],
+        table: UsageTable,
+        relayers: int,
+        copies: int,
     ) -> None:
-        """The `reports` of `batch` the usage `table` accepted (their `payloads`, as the author sent them): news
+        """The `reports` of `batch` the usage `table` accepted (their `payloads`, as the author sent them): where this
+        broker is one of the `relayers` brokers after the author in the order of the names it knows, news
         (`table.news`) starts `copies` relays of its author's reports, this one first."""
         rows, known = table.local_rows(batch.group_ids)
         report_of_entry = np.repeat(np.arange(len(batch)), np.diff(batch.offsets))
         first_row = np.zeros(len(batch), dtype=np.int64)  # a group of the report this broker holds: its topic
         held = np.flatnonzero(known)[::-1]  # the first entry of a report wins
         first_row[report_of_entry[held]] = rows[held]
+        ring = {name: place for place, name in enumerate(sorted(table.brokers))}  # every broker heard of
+        own = ring[table.own_broker]
         for report, payload in zip(reports.tolist(), payloads, strict=True):
             author = batch.brokers[report]
+            if (own - ring[author]) % len(ring) > relayers:  # not one of the `relayers` brokers after the author
+                continue
             if table.news[report]:
                 self._copies_left[author] = copies
             left = self._copies_left.get(author, 0)

@@ -11,8 +11,8 @@
 - `allocate`: the new limits from the broker's view (the references: the rule on the view as heard);
 - `quota_changed`: what a quota change does to the limits (the references: nothing until the next allocation);
 - `keeps_listed_peers`: whether a silent peer the registry lists as serving a group keeps its entry;
-- `news_copies`: how many of a peer's reports a broker publishes again, as they are, once one brought it news
-  (the references: none; PIP-82's reports go from their author to each receiver only).
+- `news_relays`: which peers publish a peer's news again, as they are, and in how many of its reports (the
+  references: none; PIP-82's reports go from their author to each receiver only).
 
 Each hook is handed its inputs as arrays (`PeerView`: the usage table as a policy reads it) and keeps whatever
 state it needs on the hooks object the node owns; nothing here reads a clock.
@@ -86,10 +86,11 @@ class Hooks:
     splits_by_pool_size = False  # ... and it was given one
     pool_size: int | None = None
 
-    def news_copies(self, chance_all_lost: Callable[[int], float]) -> int:
-        """In how many of a peer's reports, from the one that brought news, this broker publishes the news again
-        (`allocator.node.relay`); `chance_all_lost(copies)` is its loss meter's. The references: none."""
-        return 0
+    def news_relays(self, chance_all_lost: Callable[[int], float]) -> tuple[int, int]:
+        """(relayers, copies): a peer's news is published again by the `relayers` brokers after its author in the
+        order of their names, each in `copies` of the author's reports from the one that brought it
+        (`allocator.node.relay`); `chance_all_lost(copies)` is this broker's loss meter's. The references: none."""
+        return 0, 0
 
     def set_pool_size(self, pool_size: int | None) -> None:
         """The pool size agreed through the consensus store, for a policy that splits by one."""

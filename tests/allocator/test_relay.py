@@ -12,6 +12,7 @@ from allocator.node.one_group import registry_round
 from allocator.node.relay import MARK, Relay
 from allocator.node.report_reader import ReportReader
 from allocator.policies import RECOMMENDED
+from allocator.policies.fair_share_safe.reporting import relayers_needed
 from allocator.wire.codec import decode_report, encode_report
 from allocator.wire.routing import Routes
 from allocator.wire.usage_report import ReportBatch
@@ -44,7 +45,7 @@ def test_fair_share_safe_passes_a_peers_news_on_in_as_many_of_its_reports_as_it_
     change, as many reports in all as b sends copies of a change of its own, and nothing of a's after."""
     brokers = three_brokers(RECOMMENDED)
     b = brokers["b"]
-    copies = b.hooks.news_copies(b.loss_meter.chance_all_lost)
+    _, copies = b.hooks.news_relays(b.loss_meter.chance_all_lost)
     assert copies >= 2  # a few rounds without loss do not rule loss out
     relayed_of_a = []
     for round_index in range(START, START + copies + 3):
@@ -66,7 +67,7 @@ def note(relay: Relay, table, reports: list) -> None:
     """`reports` as (sender, seq, group, rate) merged into `table` at once, then noted with two copies a news."""
     batch = ReportBatch.of([report(sender, seq, [group], [[rate, 1.0]]) for sender, seq, group, rate in reports], DIMS)
     table.merge_many(batch, 100.0)
-    relay.note(batch, np.arange(len(batch)), [f"{s}{q}".encode() for s, q, _, _ in reports], table, copies=2)
+    relay.note(batch, np.arange(len(batch)), [f"{s}{q}".encode() for s, q, _, _ in reports], table, 2, copies=2)
 
 
 def test_news_starts_as_many_relays_of_its_author_as_asked_and_a_report_with_nothing_new_after_them_none():
@@ -79,6 +80,28 @@ def test_news_starts_as_many_relays_of_its_author_as_asked_and_a_report_with_not
     assert relay.take() == [(7, MARK + b"b3")]
     note(relay, table, [("a", 4, 10, 50.0), ("b", 4, 10, 80.0)])
     assert relay.take() == []
+
+
+def test_a_news_is_passed_on_by_the_brokers_after_its_author_in_name_order_as_many_as_the_hooks_ask():
+    """This broker ("me") knows a, b and c: the one broker after b is c, the two after b are c and me, the one
+    after c is me (the names wrap around)."""
+    reports = [("a", 1, 10, 50.0), ("b", 1, 10, 50.0), ("c", 1, 10, 50.0)]
+    batch = ReportBatch.of([report(sender, seq, [group], [[rate, 1.0]]) for sender, seq, group, rate in reports], DIMS)
+    relayed = {}
+    for relayers in (1, 2, 3):
+        relay, table = Relay(Routes.single(3), "quotalab"), make_table()
+        table.merge_many(batch, 100.0)
+        relay.note(batch, np.arange(3), [b"a", b"b", b"c"], table, relayers, copies=1)
+        relayed[relayers] = [payload[1:] for _, payload in relay.take()]
+    assert relayed == {1: [b"c"], 2: [b"b", b"c"], 3: [b"a", b"b", b"c"]}
+
+
+@pytest.mark.parametrize(("loss", "relayers"), [(0.005, 1), (0.05, 1), (0.1, 2), (0.3, 6)])
+def test_as_many_relayers_as_leave_a_change_unheard_for_a_round_with_odds_of_at_most_one_in_a_hundred(loss, relayers):
+    assert relayers_needed(loss, 0.01) == relayers
+    assert loss * (1 - (1 - loss) ** 2) ** relayers <= 0.01 < loss * (1 - (1 - loss) ** 2) ** (relayers - 1) or (
+        relayers == 1
+    )
 
 
 def test_reports_are_passed_on_only_where_a_copy_is_as_good_as_the_authors():
@@ -94,7 +117,7 @@ def test_reports_are_passed_on_only_where_a_copy_is_as_good_as_the_authors():
         [report("a", 1, [99, 10], [[5.0, 1.0], [6.0, 1.0]]), report("b", 1, [20], [[7.0, 1.0]])], DIMS
     )
     table.merge_many(batch, 100.0)
-    relay.note(batch, np.arange(2), [b"x", b"y"], table, copies=1)
+    relay.note(batch, np.arange(2), [b"x", b"y"], table, 2, copies=1)
     assert relay.take() == [(10 % 4, MARK + b"x"), (20 % 4, MARK + b"y")]  # group 99: not one of this broker's
     payloads, copies = relay.unmark([MARK + b"x", b"y"])
     assert (payloads, copies.tolist()) == ([b"x", b"y"], [True, False])

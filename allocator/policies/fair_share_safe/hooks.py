@@ -36,11 +36,15 @@ class SafeHooks(Hooks):
         self.room_left = np.zeros((self.n_groups, self.n_dimensions))
         self.memory = PeerMemory(self.n_groups, self.n_dimensions)
 
-    def news_copies(self, chance_all_lost: Callable[[int], float]) -> int:
-        """As many as this broker sends copies of its own changes: a peer that lost a change on the author's link
-        hears it from another broker the next round (one link losing a change three rounds in a row held a
-        group off its share for five rounds at 30% loss, and for thirteen in bursts)."""
-        return reporting.copies_needed(chance_all_lost, self.bound.settings.lost_change_odds, self.force_every)
+    def news_relays(self, chance_all_lost: Callable[[int], float]) -> tuple[int, int]:
+        """As many relayers as leave a change unheard for a round with odds of at most `lost_change_odds`, each in as
+        many of the author's reports as this broker sends copies of its own changes (`reporting.relayers_needed`):
+        a peer that lost a change on the author's link hears it from another broker the next round (one link
+        losing a change three rounds in a row held a group off its share for five rounds at 30% loss, and for
+        thirteen in bursts), and a change costs a few messages more however many brokers hear it."""
+        odds = self.bound.settings.lost_change_odds
+        copies = reporting.copies_needed(chance_all_lost, odds, self.force_every)
+        return reporting.relayers_needed(chance_all_lost(1), odds), copies
 
     def start_limit(self, pool: np.ndarray, view: PeerView) -> np.ndarray:
         return start.start_limit(pool, view)

@@ -3,7 +3,7 @@
 One principle runs through it: **a broker takes only room it knows is free.** A peer counts at the usage it can
 be known to hold (`counting`); a broker new to a group takes nothing until the others can know it is there
 (`start`); what others need to hear is sent until they can be expected to have heard it (`reporting`), and
-every broker that heard a peer's news passes it on, so that one lossy link does not hold it back (`news_copies`,
+a few brokers that heard a peer's news pass it on, so that one lossy link does not hold it back (`news_relays`,
 `allocator.node.relay`); a quota change applies to the limits at once (`quota`); and the rule caps the max-min
 fair share at the residual heard (`rule`). Where the membership registry lists who serves a group (a Pulsar
 broker reads a bundle's owner from the metadata store), a broker leaves room for a peer it has not heard yet.

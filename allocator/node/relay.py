@@ -57,11 +57,6 @@ class Relay:
         """The `reports` of `batch` the usage `table` accepted (their `payloads`, as the author sent them): where this
         broker is one of the `relayers` brokers after the author in the order of the names it knows, news
         (`table.news`) starts `copies` relays of its author's reports, this one first."""
-        rows, known = table.local_rows(batch.group_ids)
-        report_of_entry = np.repeat(np.arange(len(batch)), np.diff(batch.offsets))
-        first_row = np.zeros(len(batch), dtype=np.int64)  # a group of the report this broker holds: its topic
-        held = np.flatnonzero(known)[::-1]  # the first entry of a report wins
-        first_row[report_of_entry[held]] = rows[held]
         ring = {name: place for place, name in enumerate(sorted(table.brokers))}  # every broker heard of
         own = ring[table.own_broker]
         for report, payload in zip(reports.tolist(), payloads, strict=True):
@@ -72,7 +67,8 @@ class Relay:
                 self._copies_left[author] = copies
             left = self._copies_left.get(author, 0)
             if left > 0:
-                topic = int(self.routes.topics[self.routes.offsets[first_row[report]]])
+                rows, known = table.local_rows(batch.group_ids[batch.offsets[report] : batch.offsets[report + 1]])
+                topic = int(self.routes.topics[self.routes.offsets[rows[known][0]]])  # a group it holds: its topic
                 self._queued.append((topic, MARK + payload))
                 self._copies_left[author] = left - 1
 

@@ -54,12 +54,9 @@ class CaptureWriter:
         """The round's reports; a broker's copies of its peers' reports (`allocator.node.relay`) are left out: a
         Pulsar broker publishes only its own."""
         for _, _, payload in items:
-            if self.wire == "pulsar":
-                self._file.write(record(t_s, payload))
-            elif payload[:1] != MARK:
-                self._file.write(record(t_s, self._as_pulsar(payload)))
-            else:
+            if self.wire != "pulsar" and payload[:1] == MARK:
                 continue
+            self._file.write(record(t_s, payload if self.wire == "pulsar" else self._as_pulsar(payload)))
             self.records += 1
 
     def close(self) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -164,9 +164,11 @@ class LogicalBroker:
             self.apply_pool_size(*pool_size)
         now_s = self.local_time(t_s)
         inbox = self.node.receive(payloads, now_s, issued)
+        # The deaths before the roster: the roster goes on from them (the registry appended each death's end of
+        # its listings, then any restart's new ones), so an incarnation that restarted since stays listed.
+        self.node.cleanup(now_s, [entry for entry in dead if entry[0] != self.plan.name])
         if roster is not None:
             self.apply_roster(roster)
-        self.node.cleanup(now_s, [entry for entry in dead if entry[0] != self.plan.name])
         self.node.allocate()
         self.allocate_phase_s = time.perf_counter() - started
         assert self.traffic is not None, "allocate_phase before publish_phase"
@@ -329,8 +331,10 @@ class BrokerHost:
         return Published(broker, outbox.payloads, 0)
 
     def set_state(self, broker: str, state: BrokerState) -> None:
-        """A new workload or clock offset for a broker that is up (its incarnation does not change)."""
-        self.brokers[broker].state = state
+        """A new workload or clock offset for a broker that is up. Its incarnation stays the live one's (the
+        driver's may be behind a realtime broker's fence)."""
+        logical = self.brokers[broker]
+        logical.state = replace(state, incarnation=logical.state.incarnation)
 
     def set_quota(self, group_id: int, quota: np.ndarray, limited: np.ndarray) -> None:
         for logical in self.brokers.values():

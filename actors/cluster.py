@@ -64,6 +64,9 @@ class Cluster:
         self.backend = backend
         self.host_class = host_class
         self.on_new_host: Callable[[object], None] | None = None  # e.g. start a realtime host's timer
+        # the registry's time at an event of time t_s: t_s in lockstep; on timers the run's time now, as a
+        # late driver's registration or resume must not date a session back
+        self.registry_time: Callable[[float], float] = lambda t_s: t_s
         self.quota = plan.quota.copy()
         self.limited = plan.limited.copy()
         self.broker_plans = {broker.name: broker for broker in plan.brokers}
@@ -149,10 +152,12 @@ class Cluster:
                 self._set_state(broker, replace(self.states[broker], clock_offset_s=offset_s))
             case RegistryEvent(reachable=reachable):
                 self.registry_reachable = reachable
-                calls = [self.backend.call(h, "set_registry_reachable", reachable) for h in self.all_hosts()]
-                if reachable and self.membership is not None:  # the sessions did not age while it was down
-                    calls.append(self.backend.call(self.membership, "resume", t_s))
-                self.backend.gather(calls)
+                if reachable and self.membership is not None:  # the sessions did not age while it was down: their
+                    # clocks restart before any host calls again (a call ends the sessions due by its time)
+                    self.backend.gather([self.backend.call(self.membership, "resume", self.registry_time(t_s))])
+                self.backend.gather(
+                    [self.backend.call(h, "set_registry_reachable", reachable) for h in self.all_hosts()]
+                )
             case StallEvent(broker=broker, seconds=seconds):
                 if broker in self.up:
                     self.backend.gather([self.backend.call(self.host(broker), "stall", t_s, seconds)])
@@ -174,9 +179,12 @@ class Cluster:
         broker on its own timer: its first reports are of an issued incarnation, and its first sync of the pool
         size finds it a member); then their hosts start them, in one gather: a cluster's start is not a hundred
         round trips, each behind a tick."""
+        hosts = {broker: self.host(broker) for broker in brokers}  # a new actor may take seconds: before any session
+        issued = self.issued() if self.started.intersection(brokers) else None
         for broker in brokers:
-            if broker in self.started:
-                self.states[broker] = replace(self.states[broker], incarnation=self.states[broker].incarnation + 1)
+            if broker in self.started:  # above any incarnation issued (a realtime host's fence registers one)
+                incarnation = max(self.states[broker].incarnation, (issued or {}).get(broker, -1)) + 1
+                self.states[broker] = replace(self.states[broker], incarnation=incarnation)
             self.started.add(broker)
         listed = self.membership is not None and self.registry_reachable  # the registry lists its groups now
         before_start = []
@@ -184,7 +192,10 @@ class Cluster:
             if self.membership is not None:
                 serves = self.broker_plans[broker].group_ids if listed else None
                 incarnation = self.states[broker].incarnation
-                before_start.append(self.backend.call(self.membership, "register", broker, incarnation, t_s, serves))
+                registered_s = self.registry_time(t_s)
+                before_start.append(
+                    self.backend.call(self.membership, "register", broker, incarnation, registered_s, serves)
+                )
             if self.consensus is not None:
                 before_start.append(self.backend.call(self.consensus, "join", broker, t_s))
         self.backend.gather(before_start)
@@ -195,8 +206,7 @@ class Cluster:
         for broker in brokers:
             plan, state = self.broker_plans[broker], self.states[broker]
             quota, limited = self.quota[plan.group_ids], self.limited[plan.group_ids]
-            host = self.host(broker)
-            calls.append(self.backend.call(host, "start", broker, state, quota, limited, t_s, listed, roster))
+            calls.append(self.backend.call(hosts[broker], "start", broker, state, quota, limited, t_s, listed, roster))
             if not self.channel_on_hosts:  # else the host subscribes its broker
                 calls.append(self.backend.call(self.channel, "subscribe", broker, plan.subscriptions))
         self.backend.gather(calls)

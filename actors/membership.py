@@ -4,7 +4,9 @@ A broker registers an incarnation (a restart registers a higher one) and keeps i
 heartbeats; a session with no heartbeat for `session_timeout` expires. Every end of a session (expiry, clean
 leave, or an incarnation superseded by a restart before it was declared dead) is appended once to an
 announcement log. Lockstep drivers read it through `expire(now_s)`; realtime brokers poll it with a cursor
-through `announcements(since)`. Time is passed in: run seconds.
+through `announcements(since)`. Time is passed in: run seconds. A realtime call (`tick`, `keep_alive`) first
+ends the sessions due by its time, as a ZooKeeper server expires sessions on its own clock between calls: a
+broker reads a peer's end at its first call after it, not at the driver's next round.
 
 The roster says which live broker serves which group, as Pulsar's metadata store says which broker owns a
 bundle: a broker tells the registry when it starts or stops serving a group (`serve`), a session's end removes
@@ -31,7 +33,7 @@ class Ended(NamedTuple):
     incarnation: int
 
 
-_EPS_S = 1e-9  # heartbeats at multiples of a float interval: a timeout of exactly N intervals is met
+SESSION_EPS_S = 1e-9  # heartbeats at multiples of a float interval: a timeout of exactly N intervals is met
 
 
 @dataclass
@@ -137,13 +139,17 @@ class Membership:
         """End every session whose last heartbeat is `session_timeout` or more before `now_s`, and return
         every announcement made since the previous call (expiries, leaves and superseded incarnations),
         each returned once."""
-        for broker in sorted(self._sessions):
-            session = self._sessions[broker]
-            if session.alive and now_s - session.last_heartbeat_s >= self.session_timeout_s - _EPS_S:
-                self._announce(broker, session)
+        self._end_sessions_due(now_s)
         fresh = self._log[self._expire_cursor :]
         self._expire_cursor = len(self._log)
         return fresh
+
+    def keep_alive(self, sessions: Sequence[tuple[str, int]], now_s: float) -> list[tuple[str, int]]:
+        """A realtime host's heartbeats, between its brokers' ticks: the sessions due by `now_s` end first, then
+        each of `sessions` is kept alive. Returns those kept: a heartbeat that came a timeout late finds its
+        session ended (its peers took its room), and its broker must fence itself."""
+        self._end_sessions_due(now_s)
+        return [(broker, incarnation) for broker, incarnation in sessions if self.heartbeat(broker, incarnation, now_s)]
 
     def announcements(self, since: int) -> tuple[list[Ended], int]:
         """Announcements after cursor `since` (0: from the start) and the cursor to pass next time."""
@@ -168,7 +174,9 @@ class Membership:
     ) -> tuple[list[Ended], int, dict[str, int], Roster, int]:
         """A realtime broker's tick in one call: its heartbeat and the groups it started and stopped serving, then
         the announcements after `since` and the roster's changes after `roster_since` (each with the cursor to
-        pass next time), and the incarnations issued (`issued`: what the broker checks reports against)."""
+        pass next time), and the incarnations issued (`issued`: what the broker checks reports against). The
+        sessions due by `now_s` end first: a broker whose own session ended finds it among the announcements."""
+        self._end_sessions_due(now_s)
         self.heartbeat(broker, incarnation, now_s)
         self.serve(broker, incarnation, *serving)
         return (*self.announcements(since), self.issued(), *self.roster_since(roster_since, reader=broker))
@@ -241,6 +249,12 @@ class Membership:
     def alive(self) -> list[str]:
         """Brokers with a live session, sorted."""
         return sorted(broker for broker, session in self._sessions.items() if session.alive)
+
+    def _end_sessions_due(self, now_s: float) -> None:
+        for broker in sorted(self._sessions):
+            session = self._sessions[broker]
+            if session.alive and now_s - session.last_heartbeat_s >= self.session_timeout_s - SESSION_EPS_S:
+                self._announce(broker, session)
 
     def _announce(self, broker: str, session: _Session) -> None:
         session.alive = False

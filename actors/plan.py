@@ -145,6 +145,7 @@ class HostPlan:
     timer_jitter: float = 0.0  # realtime: a tick's interval varies by up to this fraction
     pool_consensus: bool = False  # brokers split by the pool size agreed through the consensus (actors.consensus)
     throttle: ThrottleSettings | None = None  # how brokers with producers throttle them
+    session_timeout_s: float | None = None  # the membership registry's (realtime: the host's heartbeats keep it)
 
 
 @dataclass(frozen=True)
@@ -283,6 +284,7 @@ class Plan:
                 timer_jitter=self.timer_jitter,
                 pool_consensus=self.consensus is not None,
                 throttle=self.throttle,
+                session_timeout_s=self.session_timeout_s,
             )
             for start in range(0, len(self.brokers), per_host)
         ]

@@ -2,7 +2,9 @@
 
 Each host runs a timer thread that ticks its brokers every `interval_s` (plus jitter): traffic, publish to
 the channel, fetch what the channel has delivered by now, heartbeat (the registry answers with the announcements
-and the incarnations it issued, which the reports fetched are checked against), clean up, allocate. Reports flow
+and the incarnations it issued, which the reports fetched are checked against), clean up, allocate. Between
+ticks a second thread keeps the host's sessions alive (`HEARTBEATS_PER_TIMEOUT`), and a broker whose session
+may have ended fences itself (`RealtimeHost._fence_if_lapsed`). Reports flow
 asynchronously (the channel's delays are in seconds: `delay_rounds * interval_s`). The driver only applies
 events at their time and collects telemetry; it never advances a broker.
 
@@ -29,6 +31,7 @@ from actors.cluster import Cluster
 from actors.heap import freeze_heap
 from actors.lag_histogram import LagHistogram
 from actors.lockstep import apply_round_events, event_row, log_lost, message_rows
+from actors.membership import SESSION_EPS_S
 from actors.plan import HostPlan, Plan
 from actors.redis_channel import RedisEndpoint, RedisLink, latency_summary, redis_link
 from actors.telemetry import TelemetryWriter
@@ -38,6 +41,11 @@ STARTUP_S = 0.3  # time given to every host to start its timer before round 0
 # the manifest's `realtime_lag_steady` counts the ticks after them, the lag a running cluster has.
 STARTUP_ROUNDS = 5
 FINISH_TIMEOUT_S = 30.0  # after the last round's time, the wait for late ticks
+# A host sends its brokers' heartbeats three times per session timeout, as a ZooKeeper client pings at a third
+# of its timeout: a session outlives two late heartbeats, and ends within a timeout of a crash. A broker whose
+# last heartbeat the registry took is two of those periods old fences itself (its lease runs out), a period
+# before the registry could end its session and its peers take its room.
+HEARTBEATS_PER_TIMEOUT = 3
 
 
 @dataclass(frozen=True)
@@ -60,9 +68,10 @@ class Drained:
     lags_s: list[float]
     tables: list[tuple[str, dict[str, np.ndarray]]]  # the other tables' rows (LogicalBroker.side_tables)
     next_round: int | None  # the lowest round a broker of the host has still to tick; None: none to tick
-    # a host's own transport endpoint (redis): its brokers' counters, its connection events, delivery latencies
+    # events the host saw, (t_s, kind, target, detail): its brokers' fences, its transport's connection events
+    events: list[tuple[float, str, str, str]] = field(default_factory=list)
+    # a host's own transport endpoint (redis): its brokers' counters, delivery latencies
     counters: dict[str, Counters] = field(default_factory=dict)
-    transport_events: list[tuple[float, str, str, str]] = field(default_factory=list)
     latencies_s: list[float] = field(default_factory=list)
 
 
@@ -76,6 +85,7 @@ class RealtimeHost(BrokerHost):
         self._lock = threading.RLock()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._heartbeat_thread: threading.Thread | None = None
         self._next_tick: dict[str, float] = {}  # broker -> wall time of its next tick
         self._tick_round: dict[str, int] = {}
         self._phase: dict[str, float] = {}  # broker -> its timer's phase, a fraction of a round
@@ -89,6 +99,9 @@ class RealtimeHost(BrokerHost):
         # broker -> the highest incarnation the registry issued it, as of its last answer (kept while unreachable);
         # None until it answers, or in a run without a registry: then no report is checked against it
         self._issued: dict[str, int] | None = None
+        self._membership: Any = None  # the registry, once the clock starts (None: a run without one)
+        self._acked_s: dict[tuple[str, int], float] = {}  # session -> run time of its last heartbeat the registry took
+        self._events: list[tuple[float, str, str, str]] = []
         self._endpoint: RedisEndpoint | None = None  # this host's own side of a real transport
 
     def settle(self, own_process: bool) -> None:
@@ -104,8 +117,15 @@ class RealtimeHost(BrokerHost):
             channel = self._endpoint = RedisEndpoint(channel, epoch)
         self._channel, self._membership, self._epoch = channel, membership, epoch
         self._consensus = consensus  # the pool-size consensus (actors.consensus), or None
-        self._thread = threading.Thread(target=self._run, name="quotalab-timer", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(self._tick_until_stopped,), name="quotalab-timer", daemon=True
+        )
         self._thread.start()
+        if membership is not None and self.plan.session_timeout_s is not None:
+            self._heartbeat_thread = threading.Thread(
+                target=self._run, args=(self._keep_sessions_alive,), name="quotalab-heartbeat", daemon=True
+            )
+            self._heartbeat_thread.start()
 
     def finish(self) -> None:
         """Return once every broker has ticked its last round (a late tick is still taken), or after
@@ -116,8 +136,9 @@ class RealtimeHost(BrokerHost):
 
     def stop_clock(self) -> None:
         self._stopping.set()
-        if self._thread is not None:
-            self._thread.join()
+        for thread in (self._thread, self._heartbeat_thread):
+            if thread is not None:
+                thread.join()
         if self._endpoint is not None:
             self._endpoint.close()
 
@@ -137,6 +158,8 @@ class RealtimeHost(BrokerHost):
         with self._lock:
             super().start(broker, state, quota, limited, t_s, listed)
             self._roster_cursor[broker] = 0
+            self._acked_s[broker, state.incarnation] = t_s  # registered by the driver at t_s or after
+            self._keep_alive([(broker, state.incarnation)])  # its first heartbeat: the lease starts now
             jitter = self.plan.timer_jitter
             self._phase[broker] = jitter + (1.0 - 2.0 * jitter) * self.brokers[broker].timer_rng.uniform()
             self._schedule(broker, int(np.ceil(max(t_s, 0.0) / self.plan.interval_s - 1e-9)))
@@ -174,8 +197,12 @@ class RealtimeHost(BrokerHost):
             super().set_quota(*args)
 
     def set_registry_reachable(self, reachable: bool) -> None:
+        """As `BrokerHost.set_registry_reachable`; a registry that answers again has restarted its sessions'
+        clocks (`Membership.resume`), and the host's heartbeats restart their leases."""
         with self._lock:
             super().set_registry_reachable(reachable)
+            if reachable:
+                self._keep_alive([(broker, logical.state.incarnation) for broker, logical in self.brokers.items()])
 
     def drain(self) -> Drained:
         """Telemetry rows, per-tick report counts and timer lags gathered since the last call.
@@ -185,22 +212,67 @@ class RealtimeHost(BrokerHost):
             raise RuntimeError("a broker's timer failed") from self._error
         with self._lock:
             next_round = min((self._tick_round[broker] for broker in self._next_tick), default=None)
-            drained = Drained(self._pending_rows, self._ticks, self._lags_s, self._pending_tables, next_round)
-            self._pending_rows, self._ticks, self._lags_s, self._pending_tables = [], [], [], []
+            drained = Drained(
+                self._pending_rows, self._ticks, self._lags_s, self._pending_tables, next_round, self._events
+            )
+            self._pending_rows, self._ticks, self._lags_s, self._pending_tables, self._events = [], [], [], [], []
         if self._endpoint is not None:
             endpoint = self._endpoint
             transport = endpoint.take_counters(), endpoint.take_events(), endpoint.take_latencies_s()
-            drained = replace(drained, counters=transport[0], transport_events=transport[1], latencies_s=transport[2])
+            drained = replace(
+                drained, counters=transport[0], events=drained.events + transport[1], latencies_s=transport[2]
+            )
         return drained
 
     def _epoch_or_now(self) -> float:
         return getattr(self, "_epoch", time.time())
 
-    def _run(self) -> None:
+    def _run(self, loop: Callable[[], None]) -> None:
         try:
-            self._tick_until_stopped()
+            loop()
         except BaseException as error:  # handed to the driver by drain()
             self._error = error
+
+    def _keep_sessions_alive(self) -> None:
+        """The host's heartbeats, between ticks and without the tick's lock (a session ends within a timeout of
+        its last heartbeat, however long a tick takes), then the fence of every broker whose lease ran out."""
+        period_s = self.plan.session_timeout_s / HEARTBEATS_PER_TIMEOUT
+        while not self._stopping.wait(period_s):
+            self._keep_alive([(broker, logical.state.incarnation) for broker, logical in list(self.brokers.items())])
+            t_s = time.time() - self._epoch
+            for broker in list(self.brokers):
+                self._fence_if_lapsed(broker, t_s)
+
+    def _keep_alive(self, sessions: list[tuple[str, int]]) -> None:
+        """Heartbeats for `sessions` now; those the registry took extend their brokers' leases."""
+        if self._membership is None or self.plan.session_timeout_s is None or not self.registry_reachable:
+            return
+        t_s = time.time() - self._epoch
+        for session in blocking_call(self._membership, "keep_alive", sessions, t_s):
+            self._acked_s[tuple(session)] = t_s
+
+    def _fence_if_lapsed(self, broker: str, t_s: float) -> None:
+        """Fence `broker` if its lease ran out: the last of its heartbeats the registry took is two heartbeat
+        periods old, so the registry may end its session within one more, and its peers take its room. It drops
+        what it held and comes back as a new incarnation, registered afresh, at a newcomer's start limits, as a
+        restarted broker would (a Pulsar broker whose metadata-store session expires shuts down). Without this a
+        broker declared dead while up would have its room counted twice for good. Not while the registry does
+        not answer: its sessions do not age then."""
+        with self._lock:
+            logical = self.brokers.get(broker)
+            if logical is None or self._membership is None or not self.registry_reachable:
+                return
+            lease_s = self.plan.session_timeout_s * (HEARTBEATS_PER_TIMEOUT - 1) / HEARTBEATS_PER_TIMEOUT
+            acked_s = self._acked_s.get((broker, logical.state.incarnation), t_s)
+            if t_s - acked_s < lease_s - SESSION_EPS_S:
+                return
+            state = replace(logical.state, incarnation=logical.state.incarnation + 1)
+            blocking_call(self._membership, "register", broker, state.incarnation, t_s, logical.plan.group_ids)
+            BrokerHost.start(self, broker, state, logical.node.quota, logical.limited, t_s, listed=True)
+            self._roster_cursor[broker] = 0
+            self._acked_s[broker, state.incarnation] = t_s
+            detail = f"no heartbeat taken for {t_s - acked_s:.3f} s; back as incarnation {state.incarnation}"
+            self._events.append((t_s, "fenced", broker, detail))
 
     def _tick_until_stopped(self) -> None:
         while not self._stopping.is_set():
@@ -222,6 +294,7 @@ class RealtimeHost(BrokerHost):
         self._lags_s.append(now_wall - due_at)
         t_s = now_wall - self._epoch
         round_index = self._tick_round[broker]
+        self._fence_if_lapsed(broker, t_s)
         logical = self.brokers[broker]
         published = logical.publish_phase(round_index, t_s)
         items = [(broker, topic, payload) for topic, payload in published.payloads]
@@ -231,9 +304,12 @@ class RealtimeHost(BrokerHost):
         if self._membership is not None and self.registry_reachable:
             cursor, roster_cursor = self._announcement_cursor.get(broker, 0), self._roster_cursor.get(broker, 0)
             serving = logical.serving_changes()
+            session = (broker, logical.state.incarnation)
             dead, self._announcement_cursor[broker], self._issued, roster, self._roster_cursor[broker] = blocking_call(
-                self._membership, "tick", broker, logical.state.incarnation, t_s, cursor, roster_cursor, serving
+                self._membership, "tick", *session, t_s, cursor, roster_cursor, serving
             )
+            if session not in dead:  # else its session ended: its lease runs out
+                self._acked_s[session] = t_s
         pool_size = None
         if self._consensus is not None:
             pool_size = blocking_call(self._consensus, "sync", broker, t_s)
@@ -313,6 +389,7 @@ def _run_realtime(
         return channel, cluster.membership, epoch, cluster.consensus
 
     backend.gather([backend.call(h, "start_clock", *clock_args()) for h in cluster.all_hosts()])
+    cluster.registry_time = lambda t_s: max(t_s, time.time() - epoch)
     cluster.on_new_host = lambda handle: backend.gather(
         [backend.call(handle, "settle", own_process), backend.call(handle, "start_clock", *clock_args())]
     )
@@ -373,10 +450,10 @@ def _collect(
         for broker, counted in host.counters.items():
             counters[broker] = counters.get(broker, Counters()).plus(counted)
         latencies.add(host.latencies_s)
-    transport_events = [event for host in drained for event in host.transport_events]
+    host_events = [event for host in drained for event in host.events]
     if cluster.channel_on_hosts:
-        transport_events += blocking_call(cluster.channel, "take_events")
-    for event_t_s, kind, target, detail in transport_events:
+        host_events += blocking_call(cluster.channel, "take_events")
+    for event_t_s, kind, target, detail in host_events:
         writer.add("events", event_row(round_index, event_t_s, kind, target, detail))
     sent: dict[str, int] = {}
     suppressed: dict[str, int] = {}

@@ -120,11 +120,14 @@ def _consensus(
     scenario: Scenario, policy: policies.BoundPolicy, session_timeout_s: float | None
 ) -> ConsensusPlan | None:
     """The pool-size consensus when the policy splits by an agreed pool size and the run has a membership
-    registry (its heartbeats and session timeout); without one such a policy splits by the brokers in view."""
+    registry; without one such a policy splits by the brokers in view. Its members sync on their ticks, once a
+    round (a session's heartbeats come more often), so a member outlives one late tick: a TTL of two rounds at
+    least, and never shorter than the session."""
     if not policy.policy.hooks.splits_by_agreed_pool_size or session_timeout_s is None:
         return None
     url = scenario.membership.url or scenario.channel.redis_url  # none: the run's own server (actors.redis_server)
-    return ConsensusPlan(store=scenario.membership.store, url=url, ttl_s=session_timeout_s)
+    ttl_s = max(session_timeout_s, 2 * scenario.interval_s)
+    return ConsensusPlan(store=scenario.membership.store, url=url, ttl_s=ttl_s)
 
 
 def _dimensions(scenario: Scenario) -> tuple[str, ...]:

@@ -57,9 +57,10 @@ class CleanupSpec:
     stale_after_rounds: int = 10
     max_report_age_rounds: float = 2.0
     membership: bool = True
-    # membership: a broker whose heartbeats stop this long is declared dead. Two rounds: a session outlives one
-    # late heartbeat (Pulsar's metadata session, 30 s, is half of its 60 s usage-report interval)
-    session_timeout_rounds: int = 2
+    # membership: a broker whose heartbeats stop this long is declared dead. One round: heartbeats come three
+    # times per timeout (realtime: between ticks), so a session outlives two late ones, and a crash is known
+    # within a round (Pulsar's metadata session, 30 s, is half of its 60 s usage-report interval)
+    session_timeout_rounds: int = 1
 
 
 @dataclass(frozen=True)

@@ -136,3 +136,28 @@ def test_a_registration_lists_the_groups_at_once_and_its_peers_acknowledge_it_by
     assert listed(membership) == {("a", 1), ("a", 2), ("b", 2)}
     membership.register("c", 0, now_s=1.0)  # no list: it tells the registry on its first tick
     assert "c" not in {broker for broker, _ in listed(membership)}
+
+
+NO_CHANGE = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
+def test_a_realtime_call_ends_the_sessions_due_by_its_time():
+    """On timers no driver expires sessions between rounds: a broker's tick, or a host's heartbeats, end the
+    sessions due by their time first, so a peer reads a crash at its first call a timeout after it."""
+    membership = registered("a", "b", "c", timeout=1.0)
+    assert membership.keep_alive([("b", 0), ("c", 0)], 0.6) == [("b", 0), ("c", 0)]
+    ended, cursor, *_ = membership.tick("c", 0, 0.99, 0, 0, NO_CHANGE)
+    assert ended == [] and membership.alive() == ["a", "b", "c"]
+    ended, cursor, *_ = membership.tick("c", 0, 1.0, cursor, 0, NO_CHANGE)
+    assert ended == [("a", 0)] and membership.alive() == ["b", "c"]
+
+
+def test_keep_alive_answers_which_sessions_it_kept():
+    """A heartbeat a timeout late finds its session ended (its broker must fence itself); one of a superseded
+    incarnation or of a broker never registered keeps nothing."""
+    membership = registered("a", "b", timeout=1.0)
+    membership.register("b", 1, now_s=0.5)  # b restarted: incarnation 0 is superseded
+    assert membership.keep_alive([("a", 0), ("b", 0), ("c", 0)], 0.9) == [("a", 0)]
+    assert membership.keep_alive([("a", 0)], 1.8) == [("a", 0)]  # b's incarnation 1 ends (no heartbeat since 0.5)
+    assert membership.keep_alive([("a", 0)], 2.8) == []  # 1.0 after the last: ended before it was read
+    assert membership.announcements(0)[0] == [("b", 0), ("b", 1), ("a", 0)]

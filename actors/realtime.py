@@ -156,9 +156,7 @@ class RealtimeHost(BrokerHost):
         if self._endpoint is not None:  # subscribed before its first tick
             self._endpoint.subscribe(broker, self.plan.brokers[broker].subscriptions)
         with self._lock:
-            super().start(broker, state, quota, limited, t_s, listed)
-            self._roster_cursor[broker] = 0
-            self._acked_s[broker, state.incarnation] = t_s  # registered by the driver at t_s or after
+            self._start_incarnation(broker, state, quota, limited, t_s, listed)  # registered at t_s or after
             self._keep_alive([(broker, state.incarnation)])  # its first heartbeat: the lease starts now
             jitter = self.plan.timer_jitter
             self._phase[broker] = jitter + (1.0 - 2.0 * jitter) * self.brokers[broker].timer_rng.uniform()
@@ -245,7 +243,7 @@ class RealtimeHost(BrokerHost):
 
     def _keep_alive(self, sessions: list[tuple[str, int]]) -> None:
         """Heartbeats for `sessions` now; those the registry took extend their brokers' leases."""
-        if self._membership is None or self.plan.session_timeout_s is None or not self.registry_reachable:
+        if self._membership is None or not self.registry_reachable:
             return
         t_s = time.time() - self._epoch
         for session in blocking_call(self._membership, "keep_alive", sessions, t_s):
@@ -268,11 +266,17 @@ class RealtimeHost(BrokerHost):
                 return
             state = replace(logical.state, incarnation=logical.state.incarnation + 1)
             blocking_call(self._membership, "register", broker, state.incarnation, t_s, logical.plan.group_ids)
-            BrokerHost.start(self, broker, state, logical.node.quota, logical.limited, t_s, listed=True)
-            self._roster_cursor[broker] = 0
-            self._acked_s[broker, state.incarnation] = t_s
+            self._start_incarnation(broker, state, logical.node.quota, logical.limited, t_s, listed=True)
             detail = f"no heartbeat taken for {t_s - acked_s:.3f} s; back as incarnation {state.incarnation}"
             self._events.append((t_s, "fenced", broker, detail))
+
+    def _start_incarnation(
+        self, broker: str, state: BrokerState, quota: np.ndarray, limited: np.ndarray, t_s: float, listed: bool
+    ) -> None:
+        """`broker` up as `state`'s incarnation, registered at `t_s`: it reads the roster itself, from the start."""
+        BrokerHost.start(self, broker, state, quota, limited, t_s, listed)
+        self._roster_cursor[broker] = 0
+        self._acked_s[broker, state.incarnation] = t_s
 
     def _tick_until_stopped(self) -> None:
         while not self._stopping.is_set():

@@ -5,8 +5,7 @@
 `admit` and `build_reports` form the first phase, `receive`, `update_roster`, `cleanup` and `allocate` the second; a
 lockstep driver runs every broker's first phase before any second phase, a realtime broker runs both on its timer.
 The node decides nothing about the policy: at each step it asks the policy's hooks (`allocator.policies.hooks`), and
-keeps only what every policy shares (the buckets, the usage table, the report threshold, the loss meter, the ramps
-and the fallback).
+keeps only what every policy shares: buckets, usage table, report threshold, loss meter, ramps, fallback.
 """
 
 from __future__ import annotations
@@ -40,9 +39,8 @@ MIN_LIMIT = 1.0  # Pulsar's floor: a limiter rate of 0 would mean "unlimited", a
 class BrokerNode:
     """The state one broker keeps for the groups it may serve (`group_ids`, with `quota[G, D]`).
 
-    A quota is a rate >= 0 or `np.inf` (unlimited, whose limit is then `np.inf` too). `routes` says on which
-    topics each group's entry is published (None: every group on topic 0). With per-broker keys
-    (`settings.public_keys`), `signer` is this broker's own private key.
+    A quota is a rate >= 0 or `np.inf` (unlimited, and so is its limit). `routes`: the topics each group's entry
+    is published on (None: all on topic 0). With per-broker keys (`settings.public_keys`), `signer` is its own.
     """
 
     def __init__(
@@ -106,9 +104,8 @@ class BrokerNode:
     # -- phase 1: traffic and report -------------------------------------------------------------
 
     def admit(self, demand_msgs_per_s: np.ndarray, msg_bytes: np.ndarray, now_s: float) -> Traffic:
-        """Let the round's offered load through the token buckets (`GroupLimiter`, a fluid model of PIP-322's
-        limiter) over the time since the last call. A group that starts being served begins at its hooks' start
-        limit."""
+        """Let the round's offered load through the token buckets (`GroupLimiter`, PIP-322's limiter as a fluid)
+        over the time since the last call; a group that starts being served begins at its hooks' start limit."""
         dt = self.settings.interval_s if self._last_admit_s is None else max(now_s - self._last_admit_s, 1e-9)
         self._last_admit_s, self._round_s = now_s, dt
         demand_msgs_per_s = np.clip(np.asarray(demand_msgs_per_s, dtype=np.float64), 0.0, None)
@@ -149,13 +146,10 @@ class BrokerNode:
     # -- phase 2: receive, roster, clean up, allocate --------------------------------------------
 
     def receive(self, payloads: Iterable[bytes], now_s: float, issued: Mapping[str, int] | None = None) -> Inbox:
-        """Decode and merge reports, all at once; a bad one (or one in other dimensions) is counted and dropped,
-        never raised. With `issued` (broker -> the highest incarnation the membership registry issued it), a
-        report of a broker or an incarnation the registry did not issue is rejected too (`ReportReader`). The loss
-        meter counts the reports the table accepted and those a later report of the same sender in the batch
-        superseded: on timers, two rounds' reports of a peer often arrive together, and the earlier was received,
-        not lost; a peer's copy of a report is merged, but not counted there. Peers' news is published again with
-        the next reports as the hooks ask (`Relay`)."""
+        """Decode and merge reports, all at once. A bad one, one in other dimensions, or (with `issued`: broker ->
+        the highest incarnation the registry issued it) one of a broker or incarnation not issued is counted and
+        dropped, never raised (`ReportReader`). The loss meter counts the author's reports accepted or superseded
+        by a later one in the batch (on timers, two rounds' reports of a peer often arrive together)."""
         payloads, copies = self.relay.unmark(list(payloads))
         batch, n_rejected, positions = self.reader.decode(payloads, now_s, issued)
         view_before = self.table.view_brokers()
@@ -165,11 +159,9 @@ class BrokerNode:
         received = np.array([outcome in (Merge.ACCEPTED, Merge.SUPERSEDED) for outcome in outcomes], bool)
         received = batch.select(received & ~copies[positions])  # a copy says nothing of the author's link
         self.loss_meter.observe(received.brokers, received.incarnation, received.seq)
-        relayers, relays = self.hooks.news_relays(self.loss_meter.chance_all_lost) if self.relay.enabled else (0, 0)
-        if relayers and relays:
-            kept = np.flatnonzero(accepted)
-            kept_payloads = [payloads[position] for position in positions[kept]]
-            self.relay.note(batch, kept, kept_payloads, self.table, relayers, relays)
+        if self.relay.enabled:
+            relayers, relays = self.hooks.news_relays(self.loss_meter.chance_all_lost)
+            self.relay.note(batch, accepted, [payloads[p] for p in positions], self.table, relayers, relays)
         self._heard |= self.table.last_heard_s() != heard_before
         self.hooks.heard_newcomers(np.flatnonzero(self.table.view_brokers() > view_before))
         return Inbox(accepted=int(accepted.sum()), rejected=n_rejected, discarded=len(batch) - int(accepted.sum()))
@@ -184,16 +176,15 @@ class BrokerNode:
     ) -> None:
         """The membership registry's changes to who serves which group, in order (`UsageTable.update_roster`:
         broker `names[brokers[i]]` serves group `group_ids[i]` if `serving[i]`); `acknowledged`: every live broker
-        has read this broker's own latest change (the groups it started serving). The groups where a peer newly
-        serves are answered in the next report."""
+        has read this broker's own latest change (the groups it started serving)."""
         self.roster_acknowledged = acknowledged
         listed_before = self.table.listed_brokers()
         self.table.update_roster(group_ids, brokers, serving, names)
         self.hooks.heard_newcomers(np.flatnonzero(self.table.listed_brokers() > listed_before))
 
     def cleanup(self, now_s: float, dead: Iterable[tuple[str, int]] = ()) -> int:
-        """Drop brokers the membership registry declared dead, expire silent entries, and note the entries silent
-        for a forced-report cycle (the hooks may count those differently)."""
+        """Drop the brokers the registry declared dead, expire silent entries, mark those silent for a forced-report
+        cycle (the hooks may count them differently)."""
         removed = sum(self.table.remove_broker(broker, incarnation) for broker, incarnation in dead)
         if removed:
             self.fallback.forget(self._brokers_in_view())
@@ -225,8 +216,7 @@ class BrokerNode:
         self._registry_reachable = bool(reachable)
 
     def set_quota(self, quota: np.ndarray) -> None:
-        """A changed quota: the hooks say what it does to the limits now (the references: nothing until the next
-        allocation)."""
+        """A changed quota: the hooks say what it does to the limits now (the references wait for the next round)."""
         new_quota = _checked_quota(quota, self.quota.shape)
         limit = self.hooks.quota_changed(self.quota, new_quota, self.limit, self._view())
         if limit is not self.limit:
@@ -244,8 +234,7 @@ class BrokerNode:
         return self.table.present[:, OWN + 1 : self.table.n_slots].sum(axis=1) + 1
 
     def _set_limits(self, limit: np.ndarray, apply: bool = True) -> None:
-        """The limits of the groups served, each at least MIN_LIMIT (`np.inf`, unlimited, stays so); to the
-        buckets unless `apply` is False (a later step of the round changes them again)."""
+        """The limits of the groups served, each >= MIN_LIMIT (`np.inf` stays); to the buckets if `apply`."""
         self.limit = np.where(self.serving[:, None], np.maximum(limit, MIN_LIMIT), self.limit)
         if apply:  # a group not served is not limited
             rates = np.where(self.serving[:, None], self.limit, np.inf)

@@ -48,19 +48,21 @@ class Relay:
     def note(
         self,
         batch: ReportBatch,
-        reports: np.ndarray,
+        accepted: np.ndarray,
         payloads: list[bytes],
         table: UsageTable,
         relayers: int,
         copies: int,
     ) -> None:
-        """The `reports` of `batch` the usage `table` accepted (their `payloads`, as the author sent them): where this
-        broker is one of the `relayers` brokers after the author in the order of the names it knows, news
-        (`table.news`) starts `copies` relays of its author's reports, this one first."""
+        """bool[n] the reports of `batch` the usage `table` accepted (`payloads[n]`, as their authors sent them):
+        where this broker is one of the `relayers` brokers after the author in the order of the names it knows,
+        news (`table.news`) starts `copies` relays of its author's reports, this one first."""
+        if not (relayers and copies):
+            return
         ring = {name: place for place, name in enumerate(sorted(table.brokers))}  # every broker heard of
         own = ring[table.own_broker]
-        for report, payload in zip(reports.tolist(), payloads, strict=True):
-            author = batch.brokers[report]
+        for report in np.flatnonzero(accepted).tolist():
+            author, payload = batch.brokers[report], payloads[report]
             if (own - ring[author]) % len(ring) > relayers:  # not one of the `relayers` brokers after the author
                 continue
             if table.news[report]:

@@ -67,7 +67,7 @@ def note(relay: Relay, table, reports: list) -> None:
     """`reports` as (sender, seq, group, rate) merged into `table` at once, then noted with two copies a news."""
     batch = ReportBatch.of([report(sender, seq, [group], [[rate, 1.0]]) for sender, seq, group, rate in reports], DIMS)
     table.merge_many(batch, 100.0)
-    relay.note(batch, np.arange(len(batch)), [f"{s}{q}".encode() for s, q, _, _ in reports], table, 2, copies=2)
+    relay.note(batch, np.ones(len(batch), bool), [f"{s}{q}".encode() for s, q, _, _ in reports], table, 2, copies=2)
 
 
 def test_news_starts_as_many_relays_of_its_author_as_asked_and_a_report_with_nothing_new_after_them_none():
@@ -91,7 +91,7 @@ def test_a_news_is_passed_on_by_the_brokers_after_its_author_in_name_order_as_ma
     for relayers in (1, 2, 3):
         relay, table = Relay(Routes.single(3), "quotalab"), make_table()
         table.merge_many(batch, 100.0)
-        relay.note(batch, np.arange(3), [b"a", b"b", b"c"], table, relayers, copies=1)
+        relay.note(batch, np.ones(3, bool), [b"a", b"b", b"c"], table, relayers, copies=1)
         relayed[relayers] = [payload[1:] for _, payload in relay.take()]
     assert relayed == {1: [b"c"], 2: [b"b", b"c"], 3: [b"a", b"b", b"c"]}
 
@@ -117,7 +117,7 @@ def test_reports_are_passed_on_only_where_a_copy_is_as_good_as_the_authors():
         [report("a", 1, [99, 10], [[5.0, 1.0], [6.0, 1.0]]), report("b", 1, [20], [[7.0, 1.0]])], DIMS
     )
     table.merge_many(batch, 100.0)
-    relay.note(batch, np.arange(2), [b"x", b"y"], table, 2, copies=1)
+    relay.note(batch, np.ones(2, bool), [b"x", b"y"], table, 2, copies=1)
     assert relay.take() == [(10 % 4, MARK + b"x"), (20 % 4, MARK + b"y")]  # group 99: not one of this broker's
     payloads, copies = relay.unmark([MARK + b"x", b"y"])
     assert (payloads, copies.tolist()) == ([b"x", b"y"], [True, False])

@@ -3,8 +3,8 @@
 Each host runs a timer thread that ticks its brokers every `interval_s` (plus jitter): traffic, publish to
 the channel, fetch what the channel has delivered by now, heartbeat (the registry answers with the announcements
 and the incarnations it issued, which the reports fetched are checked against), clean up, allocate. Between
-ticks a second thread keeps the host's sessions alive (`HEARTBEATS_PER_TIMEOUT`), and a broker whose session
-may have ended fences itself (`RealtimeHost._fence_if_lapsed`). Reports flow
+ticks a second thread keeps the host's sessions alive, and a broker whose lease ran out fences itself
+(`actors.leases`, `RealtimeHost._fence_if_lapsed`). Reports flow
 asynchronously (the channel's delays are in seconds: `delay_rounds * interval_s`). The driver only applies
 events at their time and collects telemetry; it never advances a broker.
 
@@ -30,8 +30,8 @@ from actors.channel import Counters
 from actors.cluster import Cluster
 from actors.heap import freeze_heap
 from actors.lag_histogram import LagHistogram
+from actors.leases import Leases
 from actors.lockstep import apply_round_events, event_row, log_lost, message_rows
-from actors.membership import SESSION_EPS_S
 from actors.plan import HostPlan, Plan
 from actors.redis_channel import RedisEndpoint, RedisLink, latency_summary, redis_link
 from actors.telemetry import TelemetryWriter
@@ -41,11 +41,6 @@ STARTUP_S = 0.3  # time given to every host to start its timer before round 0
 # the manifest's `realtime_lag_steady` counts the ticks after them, the lag a running cluster has.
 STARTUP_ROUNDS = 5
 FINISH_TIMEOUT_S = 30.0  # after the last round's time, the wait for late ticks
-# A host sends its brokers' heartbeats three times per session timeout, as a ZooKeeper client pings at a third
-# of its timeout: a session outlives two late heartbeats, and ends within a timeout of a crash. A broker whose
-# last heartbeat the registry took is two of those periods old fences itself (its lease runs out), a period
-# before the registry could end its session and its peers take its room.
-HEARTBEATS_PER_TIMEOUT = 3
 
 
 @dataclass(frozen=True)
@@ -100,7 +95,8 @@ class RealtimeHost(BrokerHost):
         # None until it answers, or in a run without a registry: then no report is checked against it
         self._issued: dict[str, int] | None = None
         self._membership: Any = None  # the registry, once the clock starts (None: a run without one)
-        self._acked_s: dict[tuple[str, int], float] = {}  # session -> run time of its last heartbeat the registry took
+        # a run has a registry exactly when it has a session timeout (experiments.plan)
+        self._leases = Leases(plan.session_timeout_s) if plan.session_timeout_s is not None else None
         self._events: list[tuple[float, str, str, str]] = []
         self._endpoint: RedisEndpoint | None = None  # this host's own side of a real transport
 
@@ -121,7 +117,7 @@ class RealtimeHost(BrokerHost):
             target=self._run, args=(self._tick_until_stopped,), name="quotalab-timer", daemon=True
         )
         self._thread.start()
-        if membership is not None and self.plan.session_timeout_s is not None:
+        if membership is not None and self._leases is not None:
             self._heartbeat_thread = threading.Thread(
                 target=self._run, args=(self._keep_sessions_alive,), name="quotalab-heartbeat", daemon=True
             )
@@ -234,8 +230,7 @@ class RealtimeHost(BrokerHost):
     def _keep_sessions_alive(self) -> None:
         """The host's heartbeats, between ticks and without the tick's lock (a session ends within a timeout of
         its last heartbeat, however long a tick takes), then the fence of every broker whose lease ran out."""
-        period_s = self.plan.session_timeout_s / HEARTBEATS_PER_TIMEOUT
-        while not self._stopping.wait(period_s):
+        while not self._stopping.wait(self._leases.heartbeat_period_s):
             self._keep_alive([(broker, logical.state.incarnation) for broker, logical in list(self.brokers.items())])
             t_s = time.time() - self._epoch
             for broker in list(self.brokers):
@@ -246,28 +241,24 @@ class RealtimeHost(BrokerHost):
         if self._membership is None or not self.registry_reachable:
             return
         t_s = time.time() - self._epoch
-        for session in blocking_call(self._membership, "keep_alive", sessions, t_s):
-            self._acked_s[tuple(session)] = t_s
+        self._leases.taken(blocking_call(self._membership, "keep_alive", sessions, t_s), t_s)
 
     def _fence_if_lapsed(self, broker: str, t_s: float) -> None:
-        """Fence `broker` if its lease ran out: the last of its heartbeats the registry took is two heartbeat
-        periods old, so the registry may end its session within one more, and its peers take its room. It drops
-        what it held and comes back as a new incarnation, registered afresh, at a newcomer's start limits, as a
-        restarted broker would (a Pulsar broker whose metadata-store session expires shuts down). Without this a
+        """Fence `broker` if its lease ran out (`actors.leases`): it drops what it held and comes back as a new
+        incarnation, registered afresh, at a newcomer's start limits, as a restarted broker would. Without this a
         broker declared dead while up would have its room counted twice for good. Not while the registry does
         not answer: its sessions do not age then."""
         with self._lock:
             logical = self.brokers.get(broker)
             if logical is None or self._membership is None or not self.registry_reachable:
                 return
-            lease_s = self.plan.session_timeout_s * (HEARTBEATS_PER_TIMEOUT - 1) / HEARTBEATS_PER_TIMEOUT
-            acked_s = self._acked_s.get((broker, logical.state.incarnation), t_s)
-            if t_s - acked_s < lease_s - SESSION_EPS_S:
+            silent_s = self._leases.lapsed_for_s((broker, logical.state.incarnation), t_s)
+            if silent_s is None:
                 return
             state = replace(logical.state, incarnation=logical.state.incarnation + 1)
             blocking_call(self._membership, "register", broker, state.incarnation, t_s, logical.plan.group_ids)
             self._start_incarnation(broker, state, logical.node.quota, logical.limited, t_s, listed=True)
-            detail = f"no heartbeat taken for {t_s - acked_s:.3f} s; back as incarnation {state.incarnation}"
+            detail = f"no heartbeat taken for {silent_s:.3f} s; back as incarnation {state.incarnation}"
             self._events.append((t_s, "fenced", broker, detail))
 
     def _start_incarnation(
@@ -276,7 +267,8 @@ class RealtimeHost(BrokerHost):
         """`broker` up as `state`'s incarnation, registered at `t_s`: it reads the roster itself, from the start."""
         BrokerHost.start(self, broker, state, quota, limited, t_s, listed)
         self._roster_cursor[broker] = 0
-        self._acked_s[broker, state.incarnation] = t_s
+        if self._leases is not None:
+            self._leases.taken([(broker, state.incarnation)], t_s)
 
     def _tick_until_stopped(self) -> None:
         while not self._stopping.is_set():
@@ -313,7 +305,7 @@ class RealtimeHost(BrokerHost):
                 self._membership, "tick", *session, t_s, cursor, roster_cursor, serving
             )
             if session not in dead:  # else its session ended: its lease runs out
-                self._acked_s[session] = t_s
+                self._leases.taken([session], t_s)
         pool_size = None
         if self._consensus is not None:
             pool_size = blocking_call(self._consensus, "sync", broker, t_s)

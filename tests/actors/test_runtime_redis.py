@@ -92,8 +92,8 @@ def test_the_consensus_store_uses_the_runs_own_redis(tmp_path):
 @pytest.mark.slow
 def test_a_stalled_host_is_dropped_by_redis_reconnects_and_the_quota_holds(tmp_path):
     """Broker-1's host reads nothing for 15 s while the others publish ~0.8 MB/s to it: about three times what the
-    socket buffers (~4 MB on loopback) and the 1 MB Redis then keeps for it hold, so Redis closes its connection.
-    (Measured alone: a 5 s stall is dropped, a 4 s one is not; a 6 s stall was not dropped on a loaded machine.)"""
+    socket buffers and the 1 MB Redis then keeps for it hold, so Redis closes its connection. (Measured alone: a
+    5 s stall is dropped, a 4 s one is not; a 6 s stall was not dropped in one CI run.)"""
     data = scenario(
         110,
         reporting={"threshold_pct": 0, "report_demand": True},

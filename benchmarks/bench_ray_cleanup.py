@@ -1,6 +1,6 @@
 """Do Ray's processes outlive a driver killed with SIGKILL: how long each process of a local Ray instance lives on.
 
-A driver (a subprocess) starts Ray as `quotalab run` does (`actors.backends.RayBackend`: a new local instance),
+A driver (a subprocess) starts Ray as `quotalab run` does (`actors.hosts.backends.RayBackend`: a new local instance),
 creates one actor (a `Channel`, as a run does) and calls it, then waits. Every process below it is listed
 (`gcs_server`, `raylet`, Ray's agents, the actor's worker...), the driver is sent SIGKILL (no `ray.shutdown`, no
 atexit: what a crash, the OOM killer or `kill -9` leave), and the processes are polled every 0.2 s until all
@@ -31,8 +31,8 @@ TARGET_S = 5.0
 
 DRIVER = """
 import sys
-from actors.backends import RayBackend
-from actors.channel import Channel
+from actors.hosts.backends import RayBackend
+from actors.transport.channel import Channel
 from actors.plan import ChannelPlan
 
 backend = RayBackend()

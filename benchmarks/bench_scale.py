@@ -40,8 +40,8 @@ import numpy as np
 from bench_runtime import message_bytes, stamped_lockstep
 from common import ROOT, descendants, environment, load_since, loadavg_1m, results_path, save_results
 
-from actors.backends import make_backend
-from experiments.plan import build_plan
+from actors.hosts.backends import make_backend
+from experiments.planner import build_plan
 from experiments.scenario import load_scenario
 
 RESULTS = results_path("scale")

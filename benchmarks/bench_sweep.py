@@ -28,7 +28,7 @@ import yaml
 from common import command_line, environment, load_since, loadavg_1m, results_path, save_results
 
 from experiments.sweep.expand import plan_sweep
-from experiments.sweep.spec import load_sweep
+from experiments.sweep.sweep_file import load_sweep
 from experiments.sweep.tuning import execute_sweep
 
 RESULTS = results_path("sweep")

@@ -54,11 +54,11 @@ from common import (
 )
 from matplotlib.figure import Figure
 
-from actors.backends import init_ray
+from actors.hosts.backends import init_ray
 from experiments.sweep.expand import plan_sweep
 from experiments.sweep.rank import collect_run_metrics
-from experiments.sweep.spec import load_sweep
 from experiments.sweep.store import spark_actor
+from experiments.sweep.sweep_file import load_sweep
 from experiments.sweep.tuning import execute_sweep
 
 RESULTS = results_path("tune")

@@ -13,14 +13,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from actors.backends import make_backend
-from actors.lockstep import run_lockstep
+from actors.drivers.lockstep import run_lockstep
+from actors.hosts.backends import make_backend
 from actors.plan import Plan
-from actors.telemetry import TelemetryWriter
+from actors.telemetry.writer import TelemetryWriter
 from experiments import catalog, prerequisites
 from experiments.errors import UserError
 from experiments.final_table import final_table
-from experiments.plan import build_plan
+from experiments.planner import build_plan
 from experiments.progress import progress as progress_bar
 from experiments.scenario import apply_overrides, parse_override, parse_scenario, read_scenario
 from experiments.scenario.keys import shared_key_warning
@@ -114,7 +114,7 @@ def run_scenario(
     restore = _terminate_as_interrupt()
     try:
         if scenario.mode == "realtime":
-            from actors.realtime import run_realtime
+            from actors.drivers.realtime import run_realtime
 
             run_realtime(plan, backend, writer, on_round=lambda _: bar.update())
         else:

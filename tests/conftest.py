@@ -29,13 +29,13 @@ def spark():
     session.stop()
 
 
-# -- a real Redis (actors.redis_server): the pool-size consensus, the Redis transport --------------------------
+# -- a real Redis (actors.transport.redis_server): the pool-size consensus, the Redis transport ------------------------
 
 
 def _redis_server():
     import shutil
 
-    from actors.redis_server import RedisServer
+    from actors.transport.redis_server import RedisServer
 
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed (CI installs it with apt in .ci/run)")

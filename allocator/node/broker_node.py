@@ -24,7 +24,7 @@ from allocator.node.report_reader import Inbox, ReportReader
 from allocator.node.report_sender import Outbox, ReportSender
 from allocator.node.usage_table import OWN, Merge, UsageTable
 from allocator.policies.hooks import PeerView, Traffic
-from allocator.policies.reporting import ReportSuppressor
+from allocator.policies.report_suppressor import ReportSuppressor
 from allocator.ramps.ramped_pool import RampedPools
 from allocator.wire.envelope import check_key
 from allocator.wire.routing import Routes

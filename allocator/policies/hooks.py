@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from allocator.policies.policy import BoundPolicy
-from allocator.policies.reporting import ReportSuppressor, Selection
+from allocator.policies.report_suppressor import ReportSuppressor, Selection
 
 OWN = 0  # the slot of the broker that holds the view
 

@@ -1,7 +1,7 @@
 """Numaflow's split (`numaflow-equal`): every broker takes `pool / N`, N the brokers that serve the group.
 
 N is not in the usage table. The brokers agree on a pool size through the consensus store
-(`allocator.node.consensus`, Numaflow's heartbeats), an input a `BrokerNode` gets from its host every round (its
+(`allocator.node.pool_size`, Numaflow's heartbeats), an input a `BrokerNode` gets from its host every round (its
 host calls `hooks.set_pool_size`); a group's N is the agreed pool size, at most the brokers the membership registry
 lists as serving the group (this one included): a group served by 3 of 4 brokers is split in 3. While no size is
 agreed yet a newcomer holds the floor. The rule keeps the registry's signature and reads no store: N is the number

@@ -1,6 +1,7 @@
 """One service of the embedding example: a plain asyncio process that admits messages through `allocator`'s token
 bucket and shares one quota with its peers, each running `allocator`'s `BrokerNode`, the reports on Redis
-Pub/Sub in quotalab's frames (`actors/redis_wire.py`: a quotalab run can listen in). No Ray, no quotalab runtime.
+Pub/Sub in quotalab's frames (`actors/transport/redis_wire.py`: a quotalab run can listen in). No Ray, no quotalab
+runtime.
 
     python examples/embedding/service.py --name b1 --peers b1 b2 b3 --redis-url redis://127.0.0.1:6379/0
 
@@ -23,7 +24,7 @@ import numpy as np
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from actors.redis_wire import FrameError, SequenceGaps, Sequencer, channel_name, frame, unframe
+from actors.transport.redis_wire import FrameError, SequenceGaps, Sequencer, channel_name, frame, unframe
 from allocator import policies
 from allocator.limiter.token_bucket import TokenBucket
 from allocator.node.broker_node import BrokerNode, Traffic

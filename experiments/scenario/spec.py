@@ -1,7 +1,7 @@
 """A scenario as its author wrote it, checked: the dataclasses `experiments.scenario` parses YAML into.
 
 Allowed keys are these fields, and every default here is the default a scenario file gets when it leaves the
-key out. Units are the author's (rounds); `experiments.plan.build_plan` translates a scenario once into the
+key out. Units are the author's (rounds); `experiments.planner.build_plan` translates a scenario once into the
 plan the runtime runs (`actors.plan`), which never sees these.
 """
 
@@ -228,7 +228,7 @@ class Scenario:
     description: str = ""
     generated: dict[str, Any] | None = None  # the `generated:` block that groups and brokers came from
     throttle: ThrottleSpec = field(default_factory=ThrottleSpec)
-    clients: tuple[ClientSpec, ...] = ()  # producers on connections (experiments.scenario.producers)
+    clients: tuple[ClientSpec, ...] = ()  # producers on connections (experiments.scenario.clients)
 
     def dimensions(self) -> tuple[str, ...]:
         """Quota dimensions used by any group, in the canonical order of DIMENSIONS."""

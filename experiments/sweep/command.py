@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from experiments.catalog import sweep_file
     from experiments.sweep import default_out, run_sweep
     from experiments.sweep.expand import plan_sweep
-    from experiments.sweep.spec import load_sweep
+    from experiments.sweep.sweep_file import load_sweep
 
     plan = plan_sweep(load_sweep(sweep_file(args.sweep)))
     out = args.out or default_out(plan.sweep.name)

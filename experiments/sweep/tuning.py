@@ -37,7 +37,7 @@ import ray
 from ray import tune
 from ray.tune.search.optuna import OptunaSearch
 
-from actors.backends import init_ray
+from actors.hosts.backends import init_ray
 from experiments.progress import progress
 from experiments.sweep.expand import NUMBER_WIDTH, Configuration, SweepPlan, candidate, short_hash
 from experiments.sweep.search import Distribution

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import pyarrow.dataset as ds
 
-from actors.membership import Membership
+from actors.registry.membership import Membership
 from allocator.node.broker_node import MIN_LIMIT
 from experiments.run import run_scenario
 from experiments.scenario import parse_scenario

@@ -15,9 +15,9 @@ import pyarrow.dataset as ds
 import pytest
 import redis
 
-from actors.broker_host import BrokerState, LogicalBroker
-from actors.realtime import RealtimeHost
-from experiments.plan import build_plan
+from actors.drivers.realtime import RealtimeHost
+from actors.hosts.broker_host import BrokerState, LogicalBroker
+from experiments.planner import build_plan
 from experiments.run import run_scenario
 from experiments.scenario import parse_scenario
 

@@ -17,12 +17,12 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pytest
 
-from actors.backends import LocalBackend, Lost, RayBackend
-from actors.broker_host import BrokerHost
-from actors.lockstep import run_lockstep
-from actors.realtime import run_realtime
-from actors.telemetry import TelemetryWriter
-from experiments.plan import build_plan
+from actors.drivers.lockstep import run_lockstep
+from actors.drivers.realtime import run_realtime
+from actors.hosts.backends import LocalBackend, Lost, RayBackend
+from actors.hosts.broker_host import BrokerHost
+from actors.telemetry.writer import TelemetryWriter
+from experiments.planner import build_plan
 from experiments.scenario import parse_scenario
 
 ROUNDS, KILL_AFTER_ROUND, VICTIM = 30, 8, "b2"

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from allocator import policies
 from allocator.node.broker_node import MIN_LIMIT, BrokerNode
-from allocator.node.consensus import MemoryConsensusStore, PoolSizeMember
 from allocator.node.node_settings import NodeSettings
+from allocator.node.pool_size import MemoryConsensusStore, PoolSizeMember
 
 T0 = 1000.0
 

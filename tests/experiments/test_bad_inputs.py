@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # t
 
 import bench_trust  # noqa: E402
 
-from actors.telemetry import SCHEMAS  # noqa: E402
+from actors.telemetry.writer import SCHEMAS  # noqa: E402
 from experiments.cli import main
 from experiments.report.load import read_manifests
 from experiments.run import run_scenario

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from allocator.policies.fair_share_safe.settings import SafeSettings
+from allocator.policies.fair_share_safe.safe_settings import SafeSettings
 from allocator.policies.rules import max_min_fair_share
 from allocator.policies.scratch import scratch
 from allocator.policies.view import View

@@ -1,4 +1,4 @@
-"""The pool-size consensus store on a real Redis, as Numaflow uses it (`allocator.node.consensus` has the rules).
+"""The pool-size consensus store on a real Redis, as Numaflow uses it (`allocator.node.pool_size` has the rules).
 
 Two sorted sets per pool: `<prefix>:heartbeats` (member -> time of its last heartbeat) and
 `<prefix>:sizes` (member -> the pool size it last reported). Registering and syncing are each one Lua script,
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import redis
 
-from allocator.node.consensus import Decision, StoreUnreachableError
+from allocator.node.pool_size import Decision, StoreUnreachableError
 
 # KEYS: heartbeats, sizes. ARGV: member, reported size ('' to report the number of members: a registration),
 # now in seconds ('' for Redis's TIME), ttl in seconds. Returns {agreed 0/1, pool size, members}.
@@ -58,7 +58,7 @@ def ping(url: str, timeout_s: float = 2.0) -> None:
 
 
 class RedisConsensusStore:
-    """`allocator.node.consensus.ConsensusStore` on Redis at `url` (e.g. `redis://127.0.0.1:6379/0`)."""
+    """`allocator.node.pool_size.ConsensusStore` on Redis at `url` (e.g. `redis://127.0.0.1:6379/0`)."""
 
     def __init__(self, url: str, prefix: str, ttl_s: float, timeout_s: float = 0.5) -> None:
         if not ttl_s > 0:

@@ -4,13 +4,13 @@ Each host runs a timer thread that ticks its brokers every `interval_s` (plus ji
 the channel, fetch what the channel has delivered by now, heartbeat (the registry answers with the announcements
 and the incarnations it issued, which the reports fetched are checked against), clean up, allocate. Between
 ticks a second thread keeps the host's sessions alive, and a broker whose lease ran out fences itself
-(`actors.leases`, `RealtimeHost._fence_if_lapsed`). Reports flow
+(`actors.drivers.leases`, `RealtimeHost._fence_if_lapsed`). Reports flow
 asynchronously (the channel's delays are in seconds: `delay_rounds * interval_s`). The driver only applies
 events at their time and collects telemetry; it never advances a broker.
 
 The channel is the simulated one (an object of the backend all hosts share) or, with `channel.transport:
-redis`, Redis Pub/Sub: each host then has its own endpoint (`actors.redis_channel`), and the run starts its own
-`redis-server` unless given a URL (`actors.redis_server`).
+redis`, Redis Pub/Sub: each host then has its own endpoint (`actors.transport.redis_channel`), and the run
+starts its own `redis-server` unless given a URL (`actors.transport.redis_server`).
 """
 
 from __future__ import annotations
@@ -23,18 +23,18 @@ from typing import Any
 
 import numpy as np
 
-from actors import redis_server
-from actors.backends import Backend, Synchronized, blocking_call
-from actors.broker_host import BrokerHost, BrokerState, Published
-from actors.channel import Counters
-from actors.cluster import Cluster
-from actors.heap import freeze_heap
-from actors.lag_histogram import LagHistogram
-from actors.leases import Leases
-from actors.lockstep import apply_round_events, event_row, log_lost, message_rows
+from actors.drivers.leases import Leases
+from actors.drivers.round_steps import apply_round_events, event_row, log_lost, message_rows
+from actors.hosts.backends import Backend, Synchronized, blocking_call
+from actors.hosts.broker_host import BrokerHost, BrokerState, Published
+from actors.hosts.cluster import Cluster
 from actors.plan import HostPlan, Plan
-from actors.redis_channel import RedisEndpoint, RedisLink, latency_summary, redis_link
-from actors.telemetry import TelemetryWriter
+from actors.telemetry.heap import freeze_heap
+from actors.telemetry.lag_histogram import LagHistogram
+from actors.telemetry.writer import TelemetryWriter
+from actors.transport import redis_server
+from actors.transport.channel import Counters
+from actors.transport.redis_channel import RedisEndpoint, RedisLink, latency_summary, redis_link
 
 STARTUP_S = 0.3  # time given to every host to start its timer before round 0
 # The first rounds' ticks are a cluster's most expensive (every peer and group new) and wait for its start:
@@ -95,14 +95,14 @@ class RealtimeHost(BrokerHost):
         # None until it answers, or in a run without a registry: then no report is checked against it
         self._issued: dict[str, int] | None = None
         self._membership: Any = None  # the registry, once the clock starts (None: a run without one)
-        # a run has a registry exactly when it has a session timeout (experiments.plan)
+        # a run has a registry exactly when it has a session timeout (experiments.planner)
         self._leases = Leases(plan.session_timeout_s) if plan.session_timeout_s is not None else None
         self._events: list[tuple[float, str, str, str]] = []
         self._endpoint: RedisEndpoint | None = None  # this host's own side of a real transport
 
     def settle(self, own_process: bool) -> None:
         """Ready for the clock to start. A host alone in its process (a Ray actor) freezes what the process
-        holds by now (`actors.heap.freeze_heap`), so that no collection of it stops the timer mid-run."""
+        holds by now (`actors.telemetry.heap.freeze_heap`), so that no collection of it stops the timer mid-run."""
         if own_process:
             freeze_heap()
 
@@ -112,7 +112,7 @@ class RealtimeHost(BrokerHost):
         if isinstance(channel, RedisLink):
             channel = self._endpoint = RedisEndpoint(channel, epoch)
         self._channel, self._membership, self._epoch = channel, membership, epoch
-        self._consensus = consensus  # the pool-size consensus (actors.consensus), or None
+        self._consensus = consensus  # the pool-size consensus (actors.registry.pool_consensus), or None
         self._thread = threading.Thread(
             target=self._run, args=(self._tick_until_stopped,), name="quotalab-timer", daemon=True
         )
@@ -244,7 +244,7 @@ class RealtimeHost(BrokerHost):
         self._leases.taken(blocking_call(self._membership, "keep_alive", sessions, t_s), t_s)
 
     def _fence_if_lapsed(self, broker: str, t_s: float) -> None:
-        """Fence `broker` if its lease ran out (`actors.leases`): it drops what it held and comes back as a new
+        """Fence `broker` if its lease ran out (`actors.drivers.leases`): it drops what it held and comes back as a new
         incarnation, registered afresh, at a newcomer's start limits, as a restarted broker would. Without this a
         broker declared dead while up would have its room counted twice for good. Not while the registry does
         not answer: its sessions do not age then."""

@@ -5,7 +5,7 @@ Ray ties `gcs_server` and the raylet to the driver (the kernel kills them with i
 an answer (`ray._private.utils.publish_error_to_driver`'s timeout: not a setting) before they exit; and a worker
 stuck in its exit was once seen alive long after its instance had ended.
 
-So `init_ray` (actors/backends.py) starts a reaper next to a new local instance. The reaper reads a pipe whose
+So `init_ray` (actors/hosts/backends.py) starts a reaper next to a new local instance. The reaper reads a pipe whose
 other end the driver holds: the read ends when the driver does, however it ends. Then it SIGKILLs every process
 that holds a file open in the instance's session directory (`/tmp/ray/session_...`: each of Ray's processes
 keeps its logs or its sockets there, orphaned or not), and exits; after a clean `ray.shutdown` nothing is left.
@@ -35,7 +35,7 @@ def start(session_dir: str) -> subprocess.Popen:
     """Start the reaper of the instance whose session directory is `session_dir`; keep the returned process
     alive as long as the driver (its stdin is the pipe)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "actors.ray_reaper", session_dir, str(os.getpid())],
+        [sys.executable, "-m", "actors.hosts.ray_reaper", session_dir, str(os.getpid())],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from actors.adversary import lie
-from actors.membership import Roster
+from actors.hosts.adversary import lie
+from actors.hosts.broker_producers import BrokerProducers
 from actors.plan import BrokerPlan, HostPlan, Workload, component_rng
-from actors.producers import BrokerProducers
-from actors.quota_telemetry import GROUP_LIMIT, QuotaRound, QuotaTracker
+from actors.registry.membership import Roster
+from actors.telemetry.quota_tracker import GROUP_LIMIT, QuotaRound, QuotaTracker
 from allocator.node.broker_node import BYTES_DIMENSIONS, BrokerNode, Traffic
 from allocator.node.report_sender import Outbox
 
@@ -155,10 +155,11 @@ class LogicalBroker:
     ) -> tuple[dict[str, np.ndarray], int]:
         """Receive, clean up and allocate; the telemetry rows and how many reports were rejected.
 
-        `pool_size`: this round's answer of the pool-size consensus (`actors.consensus.PoolConsensus.sync`),
-        the size to split by and whether the store answered; None in a run without one. `issued`: the
-        incarnations the membership registry issued (a report of another incarnation is rejected). `roster`:
-        the registry's roster changes since the last round (None: the registry did not answer)."""
+        `pool_size`: this round's answer of the pool-size consensus
+        (`actors.registry.pool_consensus.PoolConsensus.sync`), the size to split by and whether the store
+        answered; None in a run without one. `issued`: the incarnations the membership registry issued (a report
+        of another incarnation is rejected). `roster`: the registry's roster changes since the last round (None:
+        the registry did not answer)."""
         started = time.perf_counter()
         if pool_size is not None:
             self.apply_pool_size(*pool_size)

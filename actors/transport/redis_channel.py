@@ -1,6 +1,6 @@
 """The report topics on a real Redis Pub/Sub (`channel.transport: redis`): one endpoint per host.
 
-A host publishes its brokers' reports to Redis channels (`actors.redis_wire.channel_name`: one per shard under
+A host publishes its brokers' reports to Redis channels (`actors.transport.redis_wire.channel_name`: one per shard under
 `broadcast` routing, one inbox per broker under `interest`, under a prefix scoped by the run) and one reader
 thread per host hands what arrives to its brokers. The scenario's injected faults still apply on receipt: the
 endpoint keeps a `Channel` holding only its own brokers as subscribers, and offers it every report Redis
@@ -31,10 +31,10 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from actors.channel import Channel, Counters
-from actors.lag_histogram import LagHistogram
 from actors.plan import ChannelPlan, Plan
-from actors.redis_wire import FrameError, SequenceGaps, Sequencer, channel_name, frame, unframe
+from actors.telemetry.lag_histogram import LagHistogram
+from actors.transport.channel import Channel, Counters
+from actors.transport.redis_wire import FrameError, SequenceGaps, Sequencer, channel_name, frame, unframe
 
 SOCKET_TIMEOUT_S = 1.0  # a command to a Redis that stopped answering fails after this long (never a hung tick)
 READ_POLL_S = 0.05  # the reader wakes at least this often to notice a stop or a stall
@@ -61,7 +61,7 @@ def redis_link(plan: Plan, run_id: str) -> RedisLink | None:
     None on the simulated channel."""
     if plan.channel.transport != "redis":
         return None
-    assert plan.channel.redis_url is not None, "actors.redis_server.serving fills the URL in"
+    assert plan.channel.redis_url is not None, "actors.transport.redis_server.serving fills the URL in"
     return RedisLink(plan.channel.redis_url, f"quotalab:{run_id}:{uuid.uuid4().hex[:8]}", plan.channel, plan.seed)
 
 

@@ -31,8 +31,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from actors.heap import release_free_heap
-from actors.liveness import Heartbeat, driver_identity
+from actors.telemetry.heap import release_free_heap
+from actors.telemetry.liveness import Heartbeat, driver_identity
 
 ROUNDS_SCHEMA = pa.schema(
     [
@@ -51,7 +51,7 @@ ROUNDS_SCHEMA = pa.schema(
         ("reported", pa.bool_()),
         ("report_bytes", pa.float64()),
         ("incarnation", pa.int32()),
-        # quota telemetry (actors/quota_telemetry.py; docs/telemetry.md)
+        # quota telemetry (actors/telemetry/quota_tracker.py; docs/telemetry.md)
         ("usage_fraction_of_limit", pa.float64()),
         ("usage_fraction_of_quota", pa.float64()),
         ("group_usage", pa.float64()),
@@ -111,7 +111,7 @@ EVENTS_SCHEMA = pa.schema(
         ("detail", pa.string()),
     ]
 )
-# One row per producer and round (actors.producers; empty for a run without producers), docs/telemetry.md
+# One row per producer and round (actors.hosts.broker_producers; empty for a run without producers), docs/telemetry.md
 PRODUCERS_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),
@@ -325,7 +325,7 @@ class TelemetryWriter:
             )
             os.replace(temporary, path)
         self._write_manifest(manifest)
-        release_free_heap()  # the batch's rows are freed now: their pages go back (actors/heap.py)
+        release_free_heap()  # the batch's rows are freed now: their pages go back (actors/telemetry/heap.py)
 
     def _write_manifest(self, manifest: dict[str, Any]) -> None:
         """Write `manifest` (atomically: write, then rename) with a fresh `heartbeat_at`; the heartbeat thread

@@ -46,7 +46,7 @@ from allocator.wire.signing import PublicKeys, Signer
 from experiments.scenario.spec import BrokerSpec, EventSpec, ProducerSpec, Scenario
 
 DEFAULT_MSG_BYTES = 1000.0  # a group a `demand` event adds to a broker
-CLOCK_STREAM = 2  # a broker's generator for its initial clock offset (see actors.broker_host for the others)
+CLOCK_STREAM = 2  # a broker's generator for its initial clock offset (see actors.hosts.broker_host for the others)
 
 
 def build_plan(scenario: Scenario) -> Plan:
@@ -125,7 +125,9 @@ def _consensus(
     least, and never shorter than the session."""
     if not policy.policy.hooks.splits_by_agreed_pool_size or session_timeout_s is None:
         return None
-    url = scenario.membership.url or scenario.channel.redis_url  # none: the run's own server (actors.redis_server)
+    url = (
+        scenario.membership.url or scenario.channel.redis_url
+    )  # none: the run's own server (actors.transport.redis_server)
     ttl_s = max(session_timeout_s, 2 * scenario.interval_s)
     return ConsensusPlan(store=scenario.membership.store, url=url, ttl_s=ttl_s)
 

@@ -1,4 +1,4 @@
-"""Pool-size consensus (allocator.node.consensus): the store's decisions and a member's rules, in memory."""
+"""Pool-size consensus (allocator.node.pool_size): the store's decisions and a member's rules, in memory."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator.node.consensus import Decision, MemoryConsensusStore, PoolSizeMember
+from allocator.node.pool_size import Decision, MemoryConsensusStore, PoolSizeMember
 
 
 def sync_round(members: list[PoolSizeMember], now_s: float) -> dict[str, int | None]:

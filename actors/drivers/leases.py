@@ -4,14 +4,14 @@ A host sends its brokers' heartbeats three times per session timeout (`HEARTBEAT
 client pings at a third of its timeout: a session outlives two late heartbeats, and ends within a timeout of a
 crash. A broker whose last heartbeat the registry took is two of those periods old has lost its lease: the registry
 may end its session within one more period, and its peers then take its room. It fences itself before that
-(`actors.realtime.RealtimeHost`), as a Pulsar broker whose metadata-store session expires shuts down.
+(`actors.drivers.realtime.RealtimeHost`), as a Pulsar broker whose metadata-store session expires shuts down.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from actors.membership import SESSION_EPS_S
+from actors.registry.membership import SESSION_EPS_S
 
 HEARTBEATS_PER_TIMEOUT = 3
 

@@ -5,7 +5,7 @@ the same way for both. The channel and the membership registry are objects (or a
 the hosts. Times passed to the channel and the registry are run seconds.
 
 On a real transport (`channel.transport: redis`, realtime) every host has its own endpoint
-(`actors.redis_channel`): the host subscribes its brokers itself and gets the channel events, and the
+(`actors.transport.redis_channel`): the host subscribes its brokers itself and gets the channel events, and the
 cluster's `channel` is the driver's endpoint, which publishes what the driver sends on brokers' behalf.
 """
 
@@ -14,12 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from actors.adversary import forged_payloads
-from actors.backends import Backend, Lost
-from actors.broker_host import CLOCK_BASE_S, BrokerHost, BrokerState, Published
-from actors.channel import Channel
-from actors.consensus import PoolConsensus
-from actors.membership import Ended, Membership, Roster
+from actors.hosts.adversary import forged_payloads
+from actors.hosts.backends import Backend, Lost
+from actors.hosts.broker_host import CLOCK_BASE_S, BrokerHost, BrokerState, Published
 from actors.plan import (
     BrokerEvent,
     ChannelEvent,
@@ -34,6 +31,9 @@ from actors.plan import (
     RegistryEvent,
     StallEvent,
 )
+from actors.registry.membership import Ended, Membership, Roster
+from actors.registry.pool_consensus import PoolConsensus
+from actors.transport.channel import Channel
 
 
 @dataclass

@@ -12,10 +12,10 @@ import pandas as pd
 
 from experiments.report.page import Section, html_table, note, number, percent, render_page
 from experiments.report.plotting import figure_html
-from experiments.sweep import figures
-from experiments.sweep.metrics import METRICS
+from experiments.sweep import sweep_figures
 from experiments.sweep.rank import RANKING_RULE, Ranking
-from experiments.sweep.spec import Objective
+from experiments.sweep.run_scores import METRICS
+from experiments.sweep.sweep_file import Objective
 
 TABLE_ROWS = 25  # configurations listed on the page; ranking.csv has them all
 
@@ -58,7 +58,7 @@ def render_sweep(summary: dict[str, Any], ranking: Ranking, objective: Objective
                 "better on one (means over seeds, over all the objectives, so a front point may look beaten in one "
                 "panel's pair). Hover a point for its configuration."
             )
-            + figure_html(figures.pareto_figure(ranking.table, objective), "pareto-figure"),
+            + figure_html(sweep_figures.pareto_figure(ranking.table, objective), "pareto-figure"),
         ),
         Section(
             "effects",
@@ -71,7 +71,9 @@ def render_sweep(summary: dict[str, Any], ranking: Ranking, objective: Objective
                 Section(
                     f"effect-{index}",
                     parameter,
-                    figure_html(figures.effect_figure(ranking.effects, parameter, objective), f"effect-{index}-figure"),
+                    figure_html(
+                        sweep_figures.effect_figure(ranking.effects, parameter, objective), f"effect-{index}-figure"
+                    ),
                 )
                 for index, parameter in enumerate(parameters)
             ],
@@ -123,7 +125,7 @@ def _lead(summary: dict[str, Any], objective: Objective) -> str:
 
 def show(name: str, value: float | None) -> str:
     """A metric as the page prints it: percent for overshoot and rounds over quota, else a plain number."""
-    return percent(value) if name in figures.PERCENT_METRICS else number(value)
+    return percent(value) if name in sweep_figures.PERCENT_METRICS else number(value)
 
 
 def _ranking_table(table: pd.DataFrame, objective: Objective, parameters: list[str]) -> str:

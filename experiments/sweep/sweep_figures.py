@@ -12,7 +12,7 @@ import pandas as pd
 
 from experiments.report import plotting
 from experiments.report.plotting import Figure
-from experiments.sweep.spec import Objective
+from experiments.sweep.sweep_file import Objective
 
 MAX_PARETO_PANELS = 6  # pairs of objectives drawn: all pairs of the first four objectives
 PERCENT_METRICS = {"peak_overshoot", "rounds_over_quota"}  # shown in %, as the run report shows them

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 
-from actors.backends import RunFailedError
+from actors.errors import RunFailedError
 from actors.plan import Plan
 
 START_TIMEOUT_S = 10.0

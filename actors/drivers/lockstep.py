@@ -8,17 +8,13 @@ The channel's delays are seconds, so reports published in round r with no delay 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
-import numpy as np
-
-from actors.backends import Backend
-from actors.broker_host import Published
-from actors.channel import Counters
-from actors.cluster import Cluster
+from actors.drivers.round_steps import apply_round_events, log_lost, message_rows
+from actors.hosts.backends import Backend
+from actors.hosts.cluster import Cluster
 from actors.plan import Plan
-from actors.telemetry import TelemetryWriter
+from actors.telemetry.writer import TelemetryWriter
 
 
 def run_lockstep(
@@ -69,29 +65,6 @@ def run_lockstep(
             on_round(round_index)
 
 
-def apply_round_events(cluster: Cluster, round_index: int, t_s: float, writer: TelemetryWriter) -> list[Published]:
-    """Brokers joining this round, then the plan's events at this round, logged in `events`.
-
-    Returns the reports that must be published on the brokers' behalf (a clean leave's zeros).
-    """
-    published: list[Published] = []
-    joining = cluster.brokers_joining(round_index)
-    cluster.start(joining, t_s)
-    for broker in joining if round_index > 0 else ():
-        writer.add("events", event_row(round_index, t_s, "join", broker, "{}"))
-    for planned in cluster.events_at(round_index):
-        published += cluster.apply(planned, t_s)
-        writer.add("events", event_row(round_index, t_s, planned.kind, planned.target, planned.detail))
-    return published
-
-
-def log_lost(cluster: Cluster, writer: TelemetryWriter, round_index: int, t_s: float) -> None:
-    """A `crash` event for each broker whose host's process died since the last call (its cause in `detail`)."""
-    for lost in cluster.take_lost():
-        detail = json.dumps({"cause": lost.reason})
-        writer.add("events", event_row(round_index, t_s, "crash", lost.broker, detail))
-
-
 def _inboxes(deliveries: dict[str, list[bytes]], brokers: tuple[str, ...]) -> dict[str, list[bytes]]:
     """Only what the host's own brokers receive travels to it."""
     return {broker: deliveries[broker] for broker in brokers if broker in deliveries}
@@ -100,36 +73,3 @@ def _inboxes(deliveries: dict[str, list[bytes]], brokers: tuple[str, ...]) -> di
 def _own(pool_sizes: dict | None, brokers: tuple[str, ...]) -> dict | None:
     """Only the host's own brokers' answers of the pool-size consensus travel to it."""
     return None if pool_sizes is None else {broker: pool_sizes[broker] for broker in brokers if broker in pool_sizes}
-
-
-def event_row(round_index: int, t_s: float, kind: str, target: str, detail: str) -> dict[str, list]:
-    return {"round": [round_index], "t_s": [t_s], "kind": [kind], "target": [target], "detail": [detail]}
-
-
-def message_rows(
-    sent: dict[str, int],
-    suppressed: dict[str, int],
-    counters: dict[str, Counters],
-    rejected: dict[str, int],
-    round_index: int,
-    t_s: float,
-) -> dict[str, np.ndarray]:
-    """One row per broker that published, received or rejected anything this round."""
-    brokers = sorted(set(sent) | set(counters) | set(rejected))
-    traffic = [counters.get(broker, Counters()) for broker in brokers]
-
-    def column(values: list, dtype: type) -> np.ndarray:
-        return np.array(values, dtype=dtype)
-
-    return {
-        "round": column([round_index] * len(brokers), np.int32),
-        "t_s": column([t_s] * len(brokers), np.float64),
-        "broker": column(brokers, object),
-        "bytes_published": column([c.bytes_published for c in traffic], np.int64),
-        "bytes_delivered": column([c.bytes_delivered for c in traffic], np.int64),
-        "reports_sent": column([sent.get(b, 0) for b in brokers], np.int32),
-        "reports_suppressed": column([suppressed.get(b, 0) for b in brokers], np.int32),
-        "deliveries_dropped": column([c.deliveries_dropped for c in traffic], np.int32),
-        "reports_rejected": column([rejected.get(b, 0) for b in brokers], np.int32),
-        "deliveries_lost_transport": column([c.deliveries_lost_transport for c in traffic], np.int32),
-    }

@@ -17,7 +17,7 @@ members falls when members leave or expire, so N shrinks after a leave or a cras
 survivors at (N-1)/N of the pool.
 
 Time is passed in (`now_s`, seconds on any one clock the members share); `MemoryConsensusStore` is the
-deterministic store of lockstep runs and tests; `actors.redis_consensus.RedisConsensusStore` is the real
+deterministic store of lockstep runs and tests; `actors.registry.redis_consensus.RedisConsensusStore` is the real
 one, with the same decisions on the same sequence of calls.
 """
 

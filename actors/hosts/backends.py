@@ -12,14 +12,10 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from actors import ray_reaper
+from actors.errors import RunFailedError
+from actors.hosts import ray_reaper
 
 CALL_TIMEOUT_S = 600.0  # a call unanswered this long stops the run as failed instead of hanging it
-
-
-class RunFailedError(RuntimeError):
-    """The run cannot go on: an actor it cannot do without (the channel, the registry) died, or a call got no
-    answer within `CALL_TIMEOUT_S`. The message is one line."""
 
 
 @dataclass(frozen=True)
@@ -130,7 +126,7 @@ def init_ray(address: str | None = None) -> None:
     """Start or join Ray. No address: a Ray job's RAY_ADDRESS, else a new local instance; never whichever
     instance this machine happens to run (another sweep's, a test session's), which may stop under us.
 
-    A new local instance gets a reaper (`actors.ray_reaper`): however this process ends, SIGKILL included, no
+    A new local instance gets a reaper (`actors.hosts.ray_reaper`): however this process ends, SIGKILL included, no
     process of the instance outlives it by more than a moment."""
     import ray
 

@@ -145,8 +145,8 @@ class Channel:
     def offer(self, sender: str, topic: int, payload: bytes, now_s: float) -> None:
         """Offer one copy of `payload` to every other subscriber of `topic`, each decided independently.
 
-        A real transport (`actors.redis_channel`) calls this on receipt, on a channel holding only the receiving
-        host's own brokers: the same faults then apply after the real delivery."""
+        A real transport (`actors.transport.redis_channel`) calls this on receipt, on a channel holding only the
+        receiving host's own brokers: the same faults then apply after the real delivery."""
         plan = self._plan
         burst = plan.burst
         streams, totals, subscriptions = self._streams, self._totals, self._subscriptions

@@ -17,14 +17,14 @@ import uuid
 from collections.abc import Callable
 
 from actors.plan import ConsensusPlan
-from allocator.node.consensus import ConsensusStore, MemoryConsensusStore, PoolSizeMember, StoreUnreachableError
+from allocator.node.pool_size import ConsensusStore, MemoryConsensusStore, PoolSizeMember, StoreUnreachableError
 
 
 def make_store(plan: ConsensusPlan, run_name: str) -> ConsensusStore:
     """The plan's store; a Redis pool gets keys of its own (`quotalab:<run>:<random>`), emptied first."""
     if plan.store == "memory":
         return MemoryConsensusStore(plan.ttl_s)
-    from actors.redis_consensus import RedisConsensusStore  # only realtime runs with Redis need the client
+    from actors.registry.redis_consensus import RedisConsensusStore  # only realtime runs with Redis need the client
 
     store = RedisConsensusStore(plan.url, f"quotalab:{run_name}:{uuid.uuid4().hex[:12]}", plan.ttl_s)
     store.clear()

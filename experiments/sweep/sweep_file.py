@@ -44,7 +44,7 @@ from experiments.errors import LocatedError, ScenarioError
 from experiments.scenario import apply_overrides, parse_scenario, read_scenario, read_yaml
 from experiments.scenario.spec import Scenario
 from experiments.sweep import search
-from experiments.sweep.metrics import METRICS
+from experiments.sweep.run_scores import METRICS
 
 DEFAULT_OBJECTIVE = {
     "minimize": ["rounds_to_converge", "peak_overshoot", "bytes_published_per_round"],

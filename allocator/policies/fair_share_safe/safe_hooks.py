@@ -9,7 +9,7 @@ import numpy as np
 from allocator.policies.fair_share_safe import quota, reporting, start
 from allocator.policies.fair_share_safe.counting import EXCESS_TOLERANCE, PeerMemory
 from allocator.policies.hooks import OWN, Hooks, PeerView, Traffic
-from allocator.policies.reporting import ReportSuppressor, Selection
+from allocator.policies.report_suppressor import ReportSuppressor, Selection
 from allocator.policies.waterfill import max_min_fair
 
 HELD_TOLERANCE = 0.05  # a limit under 95% of the broker's fair share is held below it; room over 5% is wasted

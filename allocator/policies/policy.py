@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from allocator.policies.decisions import RuleRecorder
 from allocator.policies.settings import PolicySettings
 from allocator.policies.view import View, checked_inputs, finish, make_view, row_chunks
 
@@ -53,13 +54,19 @@ class Policy:
         demand: np.ndarray | None,
         present: np.ndarray | None,
         settings: PolicySettings,
+        record: RuleRecorder | None = None,
     ) -> np.ndarray:
-        """The rule on every chunk of groups, then `finish` (the shaping knobs and the clamps to [0, quota])."""
+        """The rule on every chunk of groups, then `finish` (the shaping knobs and the clamps to [0, quota]);
+        `record` (a broker's `Decisions`, while it records) is told the limits after the rule and each step."""
         inputs = checked_inputs(quota, usage, limit, demand, present)
         new_limit = np.empty(inputs.usage.shape)
         for rows in row_chunks(*new_limit.shape):
             view = make_view(inputs, rows)
-            finish(self.rule(view, settings), view, settings.shaping, out=new_limit[rows].T)
+            split = self.rule(view, settings)
+            chunk_record = None if record is None else partial(record, rows)
+            if chunk_record is not None:
+                chunk_record("rule", split)
+            finish(split, view, settings.shaping, out=new_limit[rows].T, record=chunk_record)
         return new_limit
 
 
@@ -81,6 +88,7 @@ class BoundPolicy:
         limit: np.ndarray,
         demand: np.ndarray | None = None,
         present: np.ndarray | None = None,
+        record: RuleRecorder | None = None,
     ) -> np.ndarray:
-        """One allocation round: the new limits [G, B] (column b is broker b's)."""
-        return self.policy(quota, usage, limit, demand, present, self.settings)
+        """One allocation round: the new limits [G, B] (column b is broker b's); `record`: see `Policy`."""
+        return self.policy(quota, usage, limit, demand, present, self.settings, record)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from allocator.policies.decisions import RuleRecorder
 from allocator.policies.scratch import scratch
 from allocator.policies.settings import Shaping
 
@@ -226,25 +227,34 @@ def _all_within(values: np.ndarray, low: float, above: float) -> bool:
     )
 
 
-def finish(new_limit: np.ndarray, view: View, shaping: Shaping, out: np.ndarray) -> None:
+def finish(
+    new_limit: np.ndarray, view: View, shaping: Shaping, out: np.ndarray, record: RuleRecorder | None = None
+) -> None:
     """The post-processing every policy shares, on a rule's result `new_limit [B, g]` (in place), into `out`.
 
     In order: `smoothing` (EWMA with the own previous limit), `max_step` (bound the change against it),
     `min_share` (floor at that fraction of the equal share); then limits are clamped to [0, quota] (a limit
     never exceeds the group's quota, whatever one broker reports: the project's safety rule, applied here
     once for every policy), absent entries get 0 and present brokers of unlimited groups `np.inf`. Smoothing
-    and `max_step` act only where the previous own limit was a number (not unlimited).
+    and `max_step` act only where the previous own limit was a number (not unlimited). `record` (the
+    broker's `Decisions`, while it records) is told the limits after each step.
     """
     own, anchored = view.limit, view.limited
     if shaping.smoothing:
         np.multiply(new_limit, 1.0 - shaping.smoothing, out=new_limit, where=anchored)
         np.add(new_limit, shaping.smoothing * own, out=new_limit, where=anchored)
+        if record is not None:
+            record("smoothing", new_limit, weight=shaping.smoothing, previous=np.where(anchored, own, np.nan))
     if shaping.max_step is not None:
         largest_change = shaping.max_step * view.quota
         np.minimum(new_limit, own + largest_change, out=new_limit, where=anchored)
         np.maximum(new_limit, own - largest_change, out=new_limit, where=anchored)
+        if record is not None:
+            record("max_step", new_limit, largest_change=largest_change, previous=np.where(anchored, own, np.nan))
     if shaping.min_share:
         np.maximum(new_limit, shaping.min_share * view.equal_share, out=new_limit)
+        if record is not None:
+            record("min_share", new_limit, floor=shaping.min_share * view.equal_share, fraction=shaping.min_share)
     if new_limit.size and np.minimum.reduce(new_limit, axis=None) < 0.0:  # most rules give none: a reduction
         np.maximum(new_limit, 0.0, out=new_limit)
     if view.everyone_present:
@@ -254,3 +264,5 @@ def finish(new_limit: np.ndarray, view: View, shaping: Shaping, out: np.ndarray)
         np.multiply(new_limit, view.present, out=out)  # rules are finite everywhere, so absent entries become 0
     if view.unlimited.any():
         np.copyto(out, np.inf, where=view.present & view.unlimited)
+    if record is not None:
+        record("clamp", out, quota=np.where(view.unlimited, np.inf, view.quota))

@@ -135,6 +135,24 @@ class BrokerPlan:
 
 
 @dataclass(frozen=True)
+class ExplainedLimits:
+    """Which limits the brokers explain in the `decisions` table (`BrokerNode.explain`): every limit of every round
+    (`telemetry: {decisions: true}`), or the few `targets` a replay asks for, as (round, broker, group id)."""
+
+    targets: frozenset[tuple[int, str, int]] | None = None  # None: every limit of every round
+
+    def brokers(self) -> frozenset[str] | None:
+        """The brokers that record their decisions (None: every one)."""
+        return None if self.targets is None else frozenset(broker for _, broker, _ in self.targets)
+
+    def groups(self, round_index: int, broker: str) -> frozenset[int] | None:
+        """The group ids `broker` explains in round `round_index` (None: every one)."""
+        if self.targets is None:
+            return None
+        return frozenset(group for at, name, group in self.targets if at == round_index and name == broker)
+
+
+@dataclass(frozen=True)
 class HostPlan:
     """What one host actor needs: the settings all brokers share and its own brokers' plans."""
 
@@ -150,6 +168,7 @@ class HostPlan:
     )
     throttle: ThrottleSettings | None = None  # how brokers with producers throttle them
     session_timeout_s: float | None = None  # the membership registry's (realtime: the host's heartbeats keep it)
+    explained: ExplainedLimits | None = None  # the limits explained in the `decisions` table (None: none)
 
 
 @dataclass(frozen=True)
@@ -272,6 +291,7 @@ class Plan:
     timer_jitter: float = 0.0
     consensus: ConsensusPlan | None = None  # None: the policy splits by no agreed pool size
     throttle: ThrottleSettings | None = None
+    explained: ExplainedLimits | None = None  # the limits explained in the `decisions` table (None: none)
 
     def host_plans(self) -> list[HostPlan]:
         """The brokers in slices of `brokers_per_actor`, in plan order, each with the shared settings."""
@@ -289,6 +309,7 @@ class Plan:
                 pool_consensus=self.consensus is not None,
                 throttle=self.throttle,
                 session_timeout_s=self.session_timeout_s,
+                explained=self.explained,
             )
             for start in range(0, len(self.brokers), per_host)
         ]

@@ -19,6 +19,7 @@ SUBCOMMANDS = (
     "experiments.run",
     "experiments.catalog",
     "experiments.report.command",
+    "experiments.explain.command",
     "experiments.sweep.command",
     "experiments.demo",
     "experiments.keys_command",

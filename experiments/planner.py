@@ -23,6 +23,7 @@ from actors.plan import (
     ClockSkewEvent,
     ConsensusPlan,
     DemandEvent,
+    ExplainedLimits,
     ForgeEvent,
     Plan,
     PlannedEvent,
@@ -113,6 +114,7 @@ def build_plan(scenario: Scenario) -> Plan:
         timer_jitter=scenario.realtime.jitter_pct / 100.0,
         consensus=_consensus(scenario, policy, session_timeout_s),
         throttle=_throttle(scenario),
+        explained=ExplainedLimits() if scenario.telemetry.decisions else None,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import signal
 import sys
 import threading
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
     from actors.plan import Plan
     from experiments.importing.capture import CaptureWriter
     from experiments.live_metrics import MetricsServer
+
+
+SOURCE_FILE = "scenario_source.json"  # in the run directory: the scenario as parsed (`Scenario.source`)
 
 
 def default_run_dir(scenario: Scenario) -> Path:
@@ -104,6 +108,9 @@ def run_scenario(
         if server is not None:
             server.stop()
         raise
+    if scenario.source is not None:  # what `quotalab explain` replays a lockstep run from
+        source = {"path": scenario.source.path, "data": scenario.source.data}
+        (run_dir / SOURCE_FILE).write_text(json.dumps(source, default=str) + "\n")
     if server is not None:
         writer.observers.append(server.metrics)
         if progress:

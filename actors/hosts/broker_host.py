@@ -20,6 +20,7 @@ from actors.plan import BrokerPlan, HostPlan, Workload, component_rng
 from actors.registry.membership import Roster
 from actors.telemetry.quota_tracker import GROUP_LIMIT, QuotaRound, QuotaTracker
 from allocator.node.broker_node import BYTES_DIMENSIONS, BrokerNode, Traffic
+from allocator.node.explanation import to_json
 from allocator.node.report_sender import Outbox
 
 CLOCK_BASE_S = 1_000_000.0
@@ -81,6 +82,10 @@ class LogicalBroker:
         )
         if host.pool_consensus:
             self.node.hooks.set_pool_size(None)  # a newcomer waits for the pool size to be agreed
+        self.explained = host.explained
+        explaining = None if host.explained is None else host.explained.brokers()
+        if host.explained is not None and (explaining is None or plan.name in explaining):
+            self.node.record_decisions()
         self.registry_reachable = True
         self.registered = np.zeros(len(plan.group_ids), dtype=bool)  # the groups the registry lists it serving
         self.broker_names = host.known_brokers  # the roster names brokers by their index here
@@ -275,10 +280,35 @@ class LogicalBroker:
             "allocate_phase_s": np.array([self.allocate_phase_s]),
         }
         tables = [("throttles", columns) for columns in throttles] + [("timings", timing)]
+        decisions = self.decision_rows(round_index, t_s)
+        if decisions is not None:
+            tables.append(("decisions", decisions))
         if self.producers is not None:
             producers = self.producers.take_rows(self.plan.index, self.plan.group_ids, self.state.incarnation)
             tables.append(("producers", producers))
         return tables
+
+    def decision_rows(self, round_index: int, t_s: float) -> dict[str, np.ndarray | list] | None:
+        """This round's `decisions` rows: the node's explanation of each limit the plan asks it to explain (every
+        row of `rounds`, or a replay's few), as JSON; None when it explains none."""
+        if self.explained is None or not self.node.records_decisions:
+            return None
+        group_ids = self.plan.group_ids
+        wanted = self.explained.groups(round_index, self.plan.name)
+        rows = np.arange(len(group_ids)) if wanted is None else np.flatnonzero(np.isin(group_ids, sorted(wanted)))
+        entries = [(int(row), int(d)) for row in rows for d in np.flatnonzero(self.limited[row])]
+        if not entries:
+            return None
+        explained = [self.node.explain(int(group_ids[row]), d) for row, d in entries]
+        return {
+            "round": np.full(len(entries), round_index, dtype=np.int32),
+            "t_s": np.full(len(entries), t_s),
+            "broker": np.full(len(entries), self.plan.index, dtype=np.int32),
+            "group": np.array([group_ids[row] for row, _ in entries], dtype=np.int32),
+            "dimension": np.array([d for _, d in entries], dtype=np.int32),
+            "limit": np.array([self.node.limit[row, d] for row, d in entries]),
+            "explanation": [to_json(explanation) for explanation in explained],
+        }
 
     def pool_size_column(self) -> int:
         """The pool size the broker split by (`agreed_pool_size`): -1 in a run without a pool-size consensus,

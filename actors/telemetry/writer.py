@@ -143,6 +143,22 @@ PRODUCERS_SCHEMA = pa.schema(
         ("incarnation", pa.int32()),
     ]
 )
+# One row per explained limit (round, broker, group, dimension): `BrokerNode.explain` as JSON (docs/reports.md); a
+# table only runs that record decisions have (`telemetry: {decisions: true}`), so not one of SCHEMAS, which every
+# run has and the report reads
+DECISIONS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("round", pa.int32()),
+        ("t_s", pa.float64()),
+        ("broker", pa.string()),
+        ("group", pa.string()),
+        ("dimension", pa.string()),
+        ("limit", pa.float64()),
+        ("explanation", pa.string()),
+    ]
+)
+OPTIONAL_SCHEMAS = {"decisions": DECISIONS_SCHEMA}
 SCHEMAS = {
     "rounds": ROUNDS_SCHEMA,
     "messages": MESSAGES_SCHEMA,
@@ -185,7 +201,8 @@ def _yield_cpu() -> None:
 # Dictionary-encoded in Parquet: the name columns only. Trying a dictionary on every column (pyarrow's default)
 # cost 0.70-0.76 s of CPU for a PIP-82-sized round (500,000 rows), names only 0.28-0.36 s, for a file no bigger.
 _NAME_COLUMNS = {
-    table: [field.name for field in schema if pa.types.is_string(field.type)] for table, schema in SCHEMAS.items()
+    table: [field.name for field in schema if pa.types.is_string(field.type) and field.name != "explanation"]
+    for table, schema in (SCHEMAS | OPTIONAL_SCHEMAS).items()
 }
 
 
@@ -207,8 +224,8 @@ class TelemetryWriter:
         self.flush_rows = flush_rows
         self._names = {column: pa.array(list(values), pa.string()) for column, values in (names or {}).items()}
         self._buffered_rows = 0
-        self._buffers: dict[str, list[dict[str, Any]]] = {name: [] for name in SCHEMAS}
-        self._parts = dict.fromkeys(SCHEMAS, 0)
+        self._buffers: dict[str, list[dict[str, Any]]] = {name: [] for name in SCHEMAS | OPTIONAL_SCHEMAS}
+        self._parts = dict.fromkeys(SCHEMAS | OPTIONAL_SCHEMAS, 0)
         self._rounds_since_flush = 0
         self._background = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="quotalab-telemetry", initializer=_yield_cpu
@@ -226,7 +243,7 @@ class TelemetryWriter:
             "driver": driver_identity(),
             "heartbeat_at": None,
         }
-        for name in SCHEMAS:
+        for name in SCHEMAS:  # an optional table's when it has rows (`_write_batch`)
             (self.run_dir / name).mkdir(parents=True, exist_ok=True)
         self._manifest_lock = threading.Lock()  # the batch writer and the heartbeat both rewrite the manifest
         self._written_manifest = self.manifest
@@ -250,7 +267,7 @@ class TelemetryWriter:
         n_rows = sum(len(next(iter(columns.values()))) for columns in batches)
         run_ids = pa.array([self.run_id], pa.string())
         arrays = {"run_id": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n_rows, np.int32)), run_ids)}
-        for field in SCHEMAS[table]:
+        for field in (SCHEMAS | OPTIONAL_SCHEMAS)[table]:
             if field.name != "run_id":
                 arrays[field.name] = self._column(field, [columns[field.name] for columns in batches])
         return pa.table(arrays)
@@ -316,6 +333,7 @@ class TelemetryWriter:
 
     def _write_batch(self, parts: list[tuple[str, Path, list[dict[str, Any]]]], manifest: dict[str, Any]) -> None:
         for name, path, batches in parts:
+            path.parent.mkdir(exist_ok=True)  # an optional table's directory comes with its first part
             # Written under a hidden name (Arrow and Spark skip names starting with '.'), then renamed: a reader
             # during the run never sees a part half written, and a driver killed mid-write leaves none.
             temporary = path.with_name(f".{path.name}.tmp")

@@ -17,8 +17,8 @@ from allocator.wire.pulsar.limits import WIRES
 from allocator.wire.routing import MAX_TOPICS
 from experiments import checks
 from experiments.scenario.spec import (
+    LOADED,
     NESTED,
-    SECRETS,
     BurstSpec,
     ChannelSpec,
     CleanupSpec,
@@ -95,8 +95,8 @@ _RULES: dict[type, dict[str, Any]] = {
 
 
 def names(cls: type) -> tuple[str, ...]:
-    """The keys a section of type `cls` allows: its fields but SECRETS and NESTED, in order."""
-    return tuple(f.name for f in fields(cls) if f.name not in SECRETS | NESTED)
+    """The keys a section of type `cls` allows: its fields but LOADED and NESTED, in order."""
+    return tuple(f.name for f in fields(cls) if f.name not in LOADED | NESTED)
 
 
 def body(cls: type, raw: Any, key: str) -> dict[str, Any]:

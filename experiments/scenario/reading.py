@@ -14,7 +14,16 @@ import yaml
 from experiments import checks
 from experiments.errors import ScenarioError
 from experiments.scenario import clients, converter, events, generation, pulsar_wire, sections, transport
-from experiments.scenario.spec import ChannelSpec, CleanupSpec, FallbackSpec, GroupSpec, RealtimeSpec, Scenario
+from experiments.scenario.spec import (
+    ChannelSpec,
+    CleanupSpec,
+    FallbackSpec,
+    GroupSpec,
+    RealtimeSpec,
+    Scenario,
+    ScenarioSource,
+    TelemetrySpec,
+)
 from experiments.user_files import UnreadableFileError, read_capped
 
 
@@ -36,12 +45,13 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     """Validate the raw mapping of a scenario file.
 
     `source` names the file in errors, and trace files are read relative to its folder (the current
-    directory for the default '<scenario>').
+    directory for the default '<scenario>'). The scenario keeps `data` and `source` (`Scenario.source`).
     """
     try:
-        return _scenario(_top_level(data, source), Path(source).parent)
+        scenario = _scenario(_top_level(data, source), Path(source).parent)
     except checks.FieldError as invalid:
         raise ScenarioError(source, invalid.key, invalid.problem) from None
+    return replace(scenario, source=ScenarioSource(source, copy.deepcopy(data)))
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -248,6 +258,7 @@ def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
         generated=generated,
         throttle=throttle,
         clients=clients.clients(top.get("clients", []), "clients", context, throttle.step_ms),
+        telemetry=converter.plain_section(TelemetrySpec, top.get("telemetry", {}), "telemetry"),
     )
     pulsar_wire.check(scenario)
     return scenario

@@ -17,6 +17,8 @@ from allocator.wire.report_fields import DIMENSIONS
 # Fields read from a file or the environment when a scenario loads: not keys of a scenario file, and left out of
 # `Scenario.to_dict` (the manifest), so a secret is never written.
 SECRETS = frozenset({"hmac_key", "broker_keys"})
+# Fields the loader fills in that are not keys of a scenario file either, and stay out of the manifest.
+LOADED = SECRETS | {"source"}
 # Fields written inside another key, not keys of their own section (a group's ramps are written in its quota).
 NESTED = frozenset({"ramp_up"})
 
@@ -207,6 +209,23 @@ class ClientSpec:
 
 
 @dataclass(frozen=True)
+class ScenarioSource:
+    """The raw mapping a scenario was parsed from (overrides applied) and the file it names: what a lockstep run's
+    replay parses again (`quotalab explain`), with paths in it relative to that file's folder."""
+
+    path: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TelemetrySpec:
+    """What a run records beyond its tables: `decisions`, every broker's explanation of every limit of every round
+    (`quotalab explain` reads it; a realtime run cannot be replayed, so it needs them recorded)."""
+
+    decisions: bool = False
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     groups: tuple[GroupSpec, ...]
@@ -229,6 +248,8 @@ class Scenario:
     generated: dict[str, Any] | None = None  # the `generated:` block that groups and brokers came from
     throttle: ThrottleSpec = field(default_factory=ThrottleSpec)
     clients: tuple[ClientSpec, ...] = ()  # producers on connections (experiments.scenario.clients)
+    telemetry: TelemetrySpec = field(default_factory=TelemetrySpec)
+    source: ScenarioSource | None = field(default=None, compare=False, repr=False)  # set by `parse_scenario`
 
     def dimensions(self) -> tuple[str, ...]:
         """Quota dimensions used by any group, in the canonical order of DIMENSIONS."""
@@ -236,10 +257,10 @@ class Scenario:
         return tuple(dim for dim in DIMENSIONS if dim in used)
 
     def to_dict(self) -> dict[str, Any]:
-        """The scenario as plain data for the manifest, without SECRETS."""
+        """The scenario as plain data for the manifest, without SECRETS (nor its source)."""
         return asdict(self, dict_factory=_without_secrets)
 
 
 def _without_secrets(items: list[tuple[str, Any]]) -> dict[str, Any]:
     """A dataclass as a dict for JSON: no secret, and an unlimited number written as the scenario's word for it."""
-    return {name: "unlimited" if value == math.inf else value for name, value in items if name not in SECRETS}
+    return {name: "unlimited" if value == math.inf else value for name, value in items if name not in LOADED}

@@ -37,29 +37,31 @@ def explanation(
 ) -> dict[str, Any]:
     """The explanation of the limit of local group `row` in `dimension` at the allocation `decisions` holds."""
     inputs = decisions.inputs
-    steps = [_step(decisions, step, row, dimension, policy, fallback, floor) for step in decisions.steps]
-    kept = _moved(steps)
+    steps = [
+        _step(decisions, step, row, dimension, policy, fallback, floor)
+        for step in _moved(decisions.steps, row, dimension)
+    ]
     return {
         "broker": inputs["broker"],
         "group": int(inputs["group_ids"][row]),
         "dimension": inputs["dimensions"][dimension],
         "policy": policy.name,
-        "quota": _plain(inputs["quota"][row, dimension]),
-        "pool": _plain(inputs["pool"][row, dimension]),
-        "limit": kept[-1]["limit"] if kept else _plain(inputs["limit"][row, dimension]),
+        "quota": float(inputs["quota"][row, dimension]),
+        "pool": float(inputs["pool"][row, dimension]),
+        "limit": steps[-1]["limit"] if steps else float(inputs["limit"][row, dimension]),
         "loss_measured": float(inputs["loss"]),
         "previous_limit": _previous(decisions, row, dimension),
         "peers": _peers(decisions, row, dimension),
         "rule_terms": _rule_terms(decisions, row, dimension, policy)[0],
-        "steps": kept,
+        "steps": steps,
     }
 
 
-def _moved(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The first step, then each step that moved the limit."""
+def _moved(steps: list[Step], row: int, dimension: int) -> list[Step]:
+    """The first step, then each step that moved the group's limit."""
     kept = steps[:1]
     for step in steps[1:]:
-        if step["limit"] != kept[-1]["limit"]:
+        if step.limit[row, dimension] != kept[-1].limit[row, dimension]:
             kept.append(step)
     return kept
 
@@ -74,7 +76,7 @@ def _step(
     floor: float,
 ) -> dict[str, Any]:
     terms = {key: _term(value, row, dimension) for key, value in step.terms.items()}
-    limit = _plain(step.limit[row, dimension])
+    limit = float(step.limit[row, dimension])
     if step.name == "rule":
         why = _rule_terms(decisions, row, dimension, policy)[1]
     else:
@@ -99,7 +101,7 @@ def _rule_terms(decisions: Decisions, row: int, dimension: int, policy: BoundPol
 
 
 def _previous(decisions: Decisions, row: int, dimension: int) -> dict[str, Any]:
-    limit = _plain(decisions.inputs["limit"][row, dimension])
+    limit = float(decisions.inputs["limit"][row, dimension])
     for kind, words in NOTED.items():
         if kind in decisions.notes and decisions.notes[kind][row]:
             return {"limit": limit, "why": words}
@@ -125,7 +127,7 @@ def _peers(decisions: Decisions, row: int, dimension: int) -> list[dict[str, Any
         if present[slot] and slot != OWN:
             age = max(0, round((inputs["now_s"] - inputs["refreshed_s"][row, slot]) / inputs["interval_s"]))
         usage = float(inputs["usage"][row, slot, dimension])
-        value = None if reason is CountedAs.IN_POOL else _plain(counted[slot])
+        value = None if reason in (CountedAs.IN_POOL, CountedAs.LISTED_UNHEARD) else float(counted[slot])
         peers.append(
             {
                 "broker": inputs["brokers"][inputs["slot_broker"][row, slot]],
@@ -152,11 +154,10 @@ def _counted_as(reason: CountedAs, age: int | None, usage: float, counted: float
 
 
 def _term(value: Any, row: int, dimension: int) -> float:
-    return float(value[row, dimension]) if np.ndim(value) == 2 else float(value)
-
-
-def _plain(value: float) -> float:
-    return float(value)
+    """A step's term for one group and dimension: from a [G, D] array, a [G] array or a number."""
+    if np.ndim(value) == 2:
+        return float(value[row, dimension])
+    return float(value[row]) if np.ndim(value) == 1 else float(value)
 
 
 def _smoothing(terms: dict, limit: float, *context: Any) -> str:
@@ -234,13 +235,16 @@ _WORDS = {
 
 
 def to_json(explained: dict[str, Any]) -> str:
-    """The explanation as one line of JSON, an unlimited value written "unlimited" (JSON has no infinity)."""
+    """The explanation as one line of JSON, an unlimited value written "unlimited" and a term that does not apply
+    (NaN) null: JSON has neither."""
     return json.dumps(_finite(explained))
 
 
 def _finite(value: Any) -> Any:
     if isinstance(value, float) and math.isinf(value):
         return "unlimited"
+    if isinstance(value, float) and math.isnan(value):
+        return None
     if isinstance(value, dict):
         return {key: _finite(item) for key, item in value.items()}
     if isinstance(value, list):

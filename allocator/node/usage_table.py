@@ -270,6 +270,10 @@ class UsageTable:
         self._incarnation[index] = dead + 1
         return True
 
+    def refreshed_s(self) -> np.ndarray:
+        """[G, K] when each slot's entry was last refreshed, by this broker's clock (0: never)."""
+        return self._refreshed_s[:, : self.n_slots]
+
     def last_heard_s(self) -> np.ndarray:
         """[G] when a report of another broker last refreshed an entry of each group (-inf: none held)."""
         refreshed = np.where(self.slot_broker[:, 1:] != FREE, self._refreshed_s[:, 1:], -np.inf)

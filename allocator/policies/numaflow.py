@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from allocator.policies.decisions import CountedAs
 from allocator.policies.hooks import OWN, Hooks, PeerView
 from allocator.policies.settings import PolicySettings
 from allocator.policies.view import View
@@ -61,7 +62,15 @@ class PoolSizeHooks(Hooks):
         if not self.splits_by_pool_size:
             return super().allocate(pool, view, limit, serving)
         if self.pool_size is None:
-            return np.where(np.isinf(pool), np.inf, 0.0)
+            waiting = np.where(np.isinf(pool), np.inf, 0.0)
+            if self.decisions is not None:
+                self.decisions.step("waiting", waiting)
+            return waiting
+        if self.decisions is not None:
+            in_pool = np.where(view.listed if view.has_roster else view.present, CountedAs.IN_POOL, 0)
+            in_pool[:, OWN] = CountedAs.ITSELF
+            for d in range(self.n_dimensions):
+                self.decisions.count(d, np.full(in_pool.shape, np.nan), in_pool)
         serving_the_group = view.listed[:, OWN + 1 :].sum(axis=1) + 1 if view.has_roster else self.pool_size
         brokers = np.clip(serving_the_group, 1, max(self.pool_size, 1))
         present = np.arange(max(self.pool_size, 1))[None, :] < np.broadcast_to(brokers, len(pool))[:, None]

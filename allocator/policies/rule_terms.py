@@ -106,7 +106,7 @@ def _pip82_steal(view: View, settings: Any) -> Terms:
         "dominant": float(partner < mine),
         "room": room,
     }
-    words = [proportional_words, f"= {shown(share)}"]
+    words = [proportional_words, f" = {shown(share)}"]
     if not np.isnan(steal):
         words.append(
             f"; throttled, it steals {settings.steal_fraction:g} of the way to its partner's usage {shown(partner)}: "

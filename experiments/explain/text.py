@@ -14,7 +14,7 @@ def explanation_text(explanation: dict[str, Any]) -> str:
         f"({e['policy']})",
         f"quota {_shown(e['quota'])}"
         + (f" (pool {_shown(e['pool'])})" if e["pool"] != e["quota"] else "")
-        + f", limit {_shown(e['limit'])}, loss measured {e['loss_measured']:.0%}",
+        + f", limit {_shown(e['limit'])}, loss measured {e['loss_measured']:.1%}",
         f"previous limit {_shown(e['previous_limit']['limit'])}: {e['previous_limit']['why']}",
         "peers counted:",
     ]

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from allocator.policies.decisions import CountedAs
 from allocator.policies.fair_share_safe import quota, reporting, start
 from allocator.policies.fair_share_safe.counting import EXCESS_TOLERANCE, PeerMemory
 from allocator.policies.hooks import OWN, Hooks, PeerView, Traffic
@@ -107,6 +108,10 @@ class SafeHooks(Hooks):
                 newly_listed,
                 newly_acknowledged,
             )
+            if self.decisions is not None:
+                self.decisions.count(
+                    d, counted, counted_as(view, unheard, counted, view.usage[:, :, d], newly_acknowledged)
+                )
             counted_peers[:, d] = counted[:, OWN + 1 :].sum(axis=1)
             risers[:, d] = start.risers(wants, fair_share, counted, present, EXCESS_TOLERANCE)
             new_limit[:, d] = self.rule(pool[:, d], limit[:, d], counted, wants, present)
@@ -116,10 +121,15 @@ class SafeHooks(Hooks):
             held |= held_below[:, OWN]
             peer_held |= held_below[:, OWN + 1 :].any(axis=1)
         freed += made_room
-        new_limit = start.paced(limit, new_limit, view.loss, (self.room_left + freed) / risers)
+        room = (self.room_left + freed) / risers
+        new_limit = start.paced(limit, new_limit, view.loss, room)
+        if self.decisions is not None:
+            self.decisions.step("paced", new_limit, previous=limit, loss=view.loss, room=room)
         self.unacknowledged = unacknowledged & (not view.acknowledged)
         self.listening = start.listening(self.unacknowledged, self.rounds_served, view.has_roster) & serving
         new_limit = np.where(self.listening[:, None], np.minimum(new_limit, limit), new_limit)
+        if self.decisions is not None:
+            self.decisions.step("listening", new_limit, previous=limit)
         self.room_left = start.unclaimed(pool, counted_peers, new_limit)
         wasted = (self.room_left > HELD_TOLERANCE * bounded_pool).any(axis=1)
         self.peer_held_for = np.where(peer_held & wasted & serving, self.peer_held_for + 1, 0)
@@ -138,6 +148,19 @@ class SafeHooks(Hooks):
         own_share = np.stack([fair_shares(new[:, d], view, d)[1][:, OWN] for d in range(self.n_dimensions)], axis=1)
         own_share = np.where(np.isinf(new), np.inf, own_share)
         return np.minimum(quota.rescaled(old, new, limit, view.present.sum(axis=1)), own_share)
+
+
+def counted_as(
+    view: PeerView, unheard: np.ndarray, counted: np.ndarray, usage: np.ndarray, stepped_down: np.ndarray
+) -> np.ndarray:
+    """[G, K] why each slot counts at what `PeerMemory.counted_usage` counted it at (`CountedAs`, for the record of
+    the allocation): below its usage, a peer heard is capped, or stepped down for this newcomer (`stepped_down`)."""
+    below = view.present & (counted < usage)
+    reason = np.where(below, np.where(stepped_down[:, None], CountedAs.MADE_ROOM, CountedAs.CAPPED), CountedAs.HEARD)
+    reason = np.where(view.present, reason, CountedAs.NOT_IN_VIEW)
+    reason = np.where(view.silent, CountedAs.SILENT, np.where(unheard, CountedAs.NEWCOMER, reason))
+    reason[:, OWN] = CountedAs.ITSELF
+    return reason
 
 
 def fair_shares(pool: np.ndarray, view: PeerView, d: int) -> tuple[np.ndarray, np.ndarray]:

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from allocator.node.fallback import FallbackSettings
-from allocator.policies.decisions import OWN, CountedAs, Decisions, Step
+from allocator.policies.decisions import CountedAs, Decisions, Step
+from allocator.policies.hooks import OWN
 from allocator.policies.policy import BoundPolicy
 from allocator.policies.rule_terms import rule_terms, shown
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-OWN = 0  # the row (slot) of the broker that holds the view
+from allocator.policies.hooks import OWN
 
 
 class CountedAs(IntEnum):

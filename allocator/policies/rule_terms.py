@@ -1,7 +1,7 @@
 """Each rule's split of one group in its own terms: the numbers the rule combined, and how, in words.
 
-`rule_terms(rule, settings, call)` rebuilds the one-group view the rule read (its inputs as the hooks handed them,
-`decisions.RuleCall`) and takes each term from the same helpers the rule computes with (the view's residual and
+`rule_terms(rule, settings, call)` rebuilds the one-group chunk the rule read (its inputs as the hooks handed them,
+`decisions.RuleCall`) and takes each term from the same helpers the rule computes with (the chunk's residual and
 equal share, the partner ranking, the wants, the water level): an explanation of what ran, not a second
 implementation of it. The value itself is the one the allocation recorded; the tests recompute it from these terms.
 """
@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from allocator.policies.decisions import OWN
+from allocator.policies.chunks import RuleChunk, broker_sum, checked_inputs, make_chunk
 from allocator.policies.fair_share_safe.rule import safe_max_min_fair_share
+from allocator.policies.hooks import OWN
 from allocator.policies.numaflow import numaflow_equal
 from allocator.policies.pulsar import pulsar
 from allocator.policies.rules import (
@@ -26,14 +27,13 @@ from allocator.policies.rules import (
     pip82_proportional,
     pip82_steal,
 )
-from allocator.policies.view import View, broker_sum, checked_inputs, make_view
 from allocator.policies.waterfill import water_level
 
 Terms = tuple[dict[str, float], str]
 
 
 def rule_terms(
-    rule: Callable[[View, Any], np.ndarray],
+    rule: Callable[[RuleChunk, Any], np.ndarray],
     settings: Any,
     pool: float,
     own_limit: float,
@@ -48,14 +48,16 @@ def rule_terms(
     limit = np.zeros((1, len(usage)))
     limit[0, OWN] = own_limit
     demand_row = None if demand is None else demand[None, :]
-    view = make_view(checked_inputs(np.array([pool]), usage[None, :], limit, demand_row, present[None, :]), slice(0, 1))
-    return _EXPLAINERS[rule](view, settings)
+    chunk = make_chunk(
+        checked_inputs(np.array([pool]), usage[None, :], limit, demand_row, present[None, :]), slice(0, 1)
+    )
+    return _EXPLAINERS[rule](chunk, settings)
 
 
-def _pulsar(view: View, settings: Any) -> Terms:
-    whole_quota = float(np.floor(view.quota[0] + 0.5))
-    mine = float(np.floor(view.usage[OWN, 0] + 0.5))
-    total = float(broker_sum(np.floor(view.usage + 0.5))[0])
+def _pulsar(chunk: RuleChunk, settings: Any) -> Terms:
+    whole_quota = float(np.floor(chunk.quota[0] + 0.5))
+    mine = float(np.floor(chunk.usage[OWN, 0] + 0.5))
+    total = float(broker_sum(np.floor(chunk.usage + 0.5))[0])
     terms = {"quota": whole_quota, "usage": mine, "total_usage": total, "residual": whole_quota - total}
     if total == 0:
         return terms, f"Pulsar's rule: nobody reported any usage, so the whole quota ({shown(whole_quota)})"
@@ -66,8 +68,8 @@ def _pulsar(view: View, settings: Any) -> Terms:
     )
 
 
-def _pip82_equal(view: View, settings: Any) -> Terms:
-    mine, total, quota = float(view.usage[OWN, 0]), float(view.total_usage[0]), float(view.quota[0])
+def _pip82_equal(chunk: RuleChunk, settings: Any) -> Terms:
+    mine, total, quota = float(chunk.usage[OWN, 0]), float(chunk.total_usage[0]), float(chunk.quota[0])
     terms = {"usage": mine, "total_usage": total, "quota": quota, "residual": quota - total}
     if quota - total >= 0:
         return terms, (
@@ -79,22 +81,22 @@ def _pip82_equal(view: View, settings: Any) -> Terms:
     )
 
 
-def _pip82_proportional(view: View, settings: Any) -> Terms:
-    mine, total, quota = float(view.usage[OWN, 0]), float(view.total_usage[0]), float(view.quota[0])
-    brokers = float(view.n_present[0])
+def _pip82_proportional(chunk: RuleChunk, settings: Any) -> Terms:
+    mine, total, quota = float(chunk.usage[OWN, 0]), float(chunk.total_usage[0]), float(chunk.quota[0])
+    brokers = float(chunk.n_present[0])
     terms = {"usage": mine, "total_usage": total, "quota": quota, "brokers": brokers}
     if total > 0:
         return terms, f"proportional: its share of the total usage, {shown(mine)} / {shown(total)} x {shown(quota)}"
     return terms, f"proportional, nobody using anything: the equal share, quota {shown(quota)} / {brokers:g} brokers"
 
 
-def _pip82_steal(view: View, settings: Any) -> Terms:
-    proportional_terms, proportional_words = _pip82_proportional(view, settings)
-    share = float(pip82_proportional(view, settings)[OWN, 0])
+def _pip82_steal(chunk: RuleChunk, settings: Any) -> Terms:
+    proportional_terms, proportional_words = _pip82_proportional(chunk, settings)
+    share = float(pip82_proportional(chunk, settings)[OWN, 0])
     mine = proportional_terms["usage"]
-    partner = float(_partner_usage(view)[OWN, 0])
-    throttled = bool(view.throttled(settings.throttle_tolerance)[OWN, 0])
-    room = float(view.quota[0] - view.total_usage[0] + mine)
+    partner = float(_partner_usage(chunk)[OWN, 0])
+    throttled = bool(chunk.throttled(settings.throttle_tolerance)[OWN, 0])
+    room = float(chunk.quota[0] - chunk.total_usage[0] + mine)
     steal = mine + settings.steal_fraction * (partner - mine) if throttled and partner > mine else float("nan")
     terms = {
         **proportional_terms,
@@ -117,9 +119,9 @@ def _pip82_steal(view: View, settings: Any) -> Terms:
     return terms, "".join(words)
 
 
-def _doorman_proportional(view: View, settings: Any) -> Terms:
-    wants = np.where(view.present, _wants(view, settings), 0.0)[:, 0]
-    equal = float(view.equal_share[0])
+def _doorman_proportional(chunk: RuleChunk, settings: Any) -> Terms:
+    wants = np.where(chunk.present, _wants(chunk, settings), 0.0)[:, 0]
+    equal = float(chunk.equal_share[0])
     beyond = wants - equal
     extra_capacity = float(-np.minimum(beyond, 0.0).sum())
     extra_need = float(np.maximum(beyond, 0.0).sum())
@@ -138,30 +140,30 @@ def _doorman_proportional(view: View, settings: Any) -> Terms:
     )
 
 
-def _max_min(view: View, settings: Any) -> Terms:
-    wants = _wants(view, settings)
-    level = float(water_level(view.quota, wants)[0])
+def _max_min(chunk: RuleChunk, settings: Any) -> Terms:
+    wants = _wants(chunk, settings)
+    level = float(water_level(chunk.quota, wants)[0])
     want = float(wants[OWN, 0])
-    terms = {"want": want, "level": level, "quota": float(view.quota[0])}
+    terms = {"want": want, "level": level, "quota": float(chunk.quota[0])}
     return terms, (
         f"max-min fair: the least of what it wants ({shown(want)}) and the water level ({shown(level)}) that hands out "
-        f"the quota {shown(view.quota[0])} over the wants"
+        f"the quota {shown(chunk.quota[0])} over the wants"
     )
 
 
-def _safe(view: View, settings: Any) -> Terms:
-    terms, words = _max_min(view, settings)
-    mine, total = float(view.usage[OWN, 0]), float(view.total_usage[0])
-    residual = max(mine + float(view.quota[0]) - total, 0.0)
+def _safe(chunk: RuleChunk, settings: Any) -> Terms:
+    terms, words = _max_min(chunk, settings)
+    mine, total = float(chunk.usage[OWN, 0]), float(chunk.total_usage[0])
+    residual = max(mine + float(chunk.quota[0]) - total, 0.0)
     terms |= {"usage": mine, "total_counted": total, "residual_heard": residual}
     return terms, (
-        f"{words}, and at most the residual heard: quota {shown(view.quota[0])} - what the peers are counted at "
+        f"{words}, and at most the residual heard: quota {shown(chunk.quota[0])} - what the peers are counted at "
         f"({shown(total - mine)}) = {shown(residual)}"
     )
 
 
-def _numaflow(view: View, settings: Any) -> Terms:
-    brokers, quota = float(view.n_present[0]), float(view.quota[0])
+def _numaflow(chunk: RuleChunk, settings: Any) -> Terms:
+    brokers, quota = float(chunk.n_present[0]), float(chunk.quota[0])
     return {"brokers": brokers, "quota": quota}, f"Numaflow: the quota over the brokers, {shown(quota)} / {brokers:g}"
 
 
@@ -170,7 +172,7 @@ def shown(value: float) -> str:
     return f"{float(value):.6g}" if float(value).is_integer() else f"{float(value):.4g}"
 
 
-_EXPLAINERS: dict[Callable[..., np.ndarray], Callable[[View, Any], Terms]] = {
+_EXPLAINERS: dict[Callable[..., np.ndarray], Callable[[RuleChunk, Any], Terms]] = {
     pulsar: _pulsar,
     pip82_equal: _pip82_equal,
     pip82_proportional: _pip82_proportional,

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from allocator.policies.decisions import RuleRecorder
 from allocator.policies.scratch import scratch
 from allocator.policies.settings import Shaping
+
+if TYPE_CHECKING:
+    from allocator.policies.decisions import RuleRecorder
 
 CHUNK_ENTRIES = 32768  # a float64 temporary of a chunk is at most 256 KB
 
@@ -28,7 +31,7 @@ CHUNK_ENTRIES = 32768  # a float64 temporary of a chunk is at most 256 KB
 class Inputs:
     """The arrays of one call, shapes and dtypes checked, group-major as given: `quota [G]` (0 where
     unlimited), `unlimited [G]` and `usage`, `limit`, `demand` (or None), `present [G, B]`; values are
-    checked a chunk at a time by `make_view`."""
+    checked a chunk at a time by `make_chunk`."""
 
     quota: np.ndarray
     unlimited: np.ndarray
@@ -39,10 +42,10 @@ class Inputs:
 
 
 @dataclass(frozen=True)
-class View:
+class RuleChunk:
     """The arrays a rule reads for a chunk of g groups, checked and masked, broker-major: absent entries hold 0
     in `usage` and `demand`. The [B, g] arrays (and `n_present` when everyone is present) are `scratch`: valid
-    until the next `make_view` in this thread.
+    until the next `make_chunk` in this thread.
 
     `quota` is 0 for unlimited groups so that rules compute quietly; `finish` gives those groups `np.inf`.
     `limited` says where a present broker's own limit is a finite number (an infinite limit is an unlimited
@@ -120,7 +123,7 @@ def row_chunks(n_groups: int, n_brokers: int) -> Iterator[slice]:
     return (slice(start, start + size) for start in range(0, n_groups, size))
 
 
-def make_view(inputs: Inputs, rows: slice) -> View:
+def make_chunk(inputs: Inputs, rows: slice) -> RuleChunk:
     """The view of groups `rows`, broker-major; ValueError names the array and the first bad value.
 
     Usage and demand must be finite and non-negative for present brokers, a present broker's limit not NaN.
@@ -155,7 +158,7 @@ def make_view(inputs: Inputs, rows: slice) -> View:
         n_present.fill(len(present))
     else:
         n_present = broker_sum(present)
-    return View(
+    return RuleChunk(
         quota=inputs.quota[rows],
         unlimited=inputs.unlimited[rows],
         usage=usage,
@@ -228,7 +231,7 @@ def _all_within(values: np.ndarray, low: float, above: float) -> bool:
 
 
 def finish(
-    new_limit: np.ndarray, view: View, shaping: Shaping, out: np.ndarray, record: RuleRecorder | None = None
+    new_limit: np.ndarray, chunk: RuleChunk, shaping: Shaping, out: np.ndarray, record: RuleRecorder | None = None
 ) -> None:
     """The post-processing every policy shares, on a rule's result `new_limit [B, g]` (in place), into `out`.
 
@@ -239,30 +242,30 @@ def finish(
     and `max_step` act only where the previous own limit was a number (not unlimited). `record` (the
     broker's `Decisions`, while it records) is told the limits after each step.
     """
-    own, anchored = view.limit, view.limited
+    own, anchored = chunk.limit, chunk.limited
     if shaping.smoothing:
         np.multiply(new_limit, 1.0 - shaping.smoothing, out=new_limit, where=anchored)
         np.add(new_limit, shaping.smoothing * own, out=new_limit, where=anchored)
         if record is not None:
             record("smoothing", new_limit, weight=shaping.smoothing, previous=np.where(anchored, own, np.nan))
     if shaping.max_step is not None:
-        largest_change = shaping.max_step * view.quota
+        largest_change = shaping.max_step * chunk.quota
         np.minimum(new_limit, own + largest_change, out=new_limit, where=anchored)
         np.maximum(new_limit, own - largest_change, out=new_limit, where=anchored)
         if record is not None:
             record("max_step", new_limit, largest_change=largest_change, previous=np.where(anchored, own, np.nan))
     if shaping.min_share:
-        np.maximum(new_limit, shaping.min_share * view.equal_share, out=new_limit)
+        np.maximum(new_limit, shaping.min_share * chunk.equal_share, out=new_limit)
         if record is not None:
-            record("min_share", new_limit, floor=shaping.min_share * view.equal_share, fraction=shaping.min_share)
+            record("min_share", new_limit, floor=shaping.min_share * chunk.equal_share, fraction=shaping.min_share)
     if new_limit.size and np.minimum.reduce(new_limit, axis=None) < 0.0:  # most rules give none: a reduction
         np.maximum(new_limit, 0.0, out=new_limit)
-    if view.everyone_present:
-        np.minimum(new_limit, view.quota, out=out)  # 0 for unlimited groups, made infinite below
+    if chunk.everyone_present:
+        np.minimum(new_limit, chunk.quota, out=out)  # 0 for unlimited groups, made infinite below
     else:
-        np.minimum(new_limit, view.quota, out=new_limit)
-        np.multiply(new_limit, view.present, out=out)  # rules are finite everywhere, so absent entries become 0
-    if view.unlimited.any():
-        np.copyto(out, np.inf, where=view.present & view.unlimited)
+        np.minimum(new_limit, chunk.quota, out=new_limit)
+        np.multiply(new_limit, chunk.present, out=out)  # rules are finite everywhere, so absent entries become 0
+    if chunk.unlimited.any():
+        np.copyto(out, np.inf, where=chunk.present & chunk.unlimited)
     if record is not None:
-        record("clamp", out, quota=np.where(view.unlimited, np.inf, view.quota))
+        record("clamp", out, quota=np.where(chunk.unlimited, np.inf, chunk.quota))

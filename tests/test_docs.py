@@ -64,6 +64,16 @@ def test_readme_embedding_snippet_runs_as_written():
     assert namespace["limits"].shape == (1, 1)
 
 
+def test_embedding_explain_snippet_runs_as_written(capsys):
+    section = (ROOT / "docs" / "embedding.md").read_text().split("## Why is the limit what it is", 1)[1]
+    snippet = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    namespace: dict[str, object] = {}
+    exec(compile(snippet, "embedding.md", "exec"), namespace)  # noqa: S102 - the doc's own code
+    why, node = namespace["why"], namespace["node"]
+    assert why["steps"][-1]["limit"] == why["limit"] == node.limit[0, 0] == 60.0  # 100 over wants 80 and 40
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["policy"] == "fair-share-safe"
+
+
 def test_the_policies_knob_table_is_the_knobs_own_documentation():
     from allocator.policies import POLICIES
     from experiments.policies_command import knobs_markdown

@@ -48,8 +48,8 @@ class Run:
         return int(self.manifest.get("rounds_completed", 0))
 
     def group_rows(self, group: str) -> dict[str, np.ndarray]:
-        """The `rounds` rows of `group`: round, broker, dimension, quota, limit, usage (empty if it has none)."""
-        columns = ["round", "broker", "dimension", "quota", "limit", "usage"]
+        """The `rounds` rows of `group`: round, broker, dimension, quota, limit, usage, demand (empty if none)."""
+        columns = ["round", "broker", "dimension", "quota", "limit", "usage", "demand"]
         table = _rounds(self.run_dir).to_table(columns=columns, filter=pc.field("group") == group)
         return {name: table.column(name).to_numpy(zero_copy_only=False) for name in columns}
 

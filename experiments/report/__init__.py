@@ -53,6 +53,7 @@ def build_report(
         # Imported while the JVM starts (a second process: the wait frees the interpreter), not at the top: the
         # CLI imports this package to register `report`, and every other subcommand would otherwise pay for
         # loading pyspark, pandas and plotly (about 2 s).
+        from experiments.report.explanations import explain_named
         from experiments.report.figures import figure_groups
         from experiments.report.html import Extras, render_report
         from experiments.report.outages import fallback_comparison, fallback_section
@@ -78,16 +79,26 @@ def build_report(
     shown = [key for run in summary["runs"] for key in figure_groups(run)]
     limits = results.extra["limits"] if "limits" in results.extra else collect_limits(runs.rounds, shown)
 
+    say("explaining the overshoots and starvation the conclusion names (a lockstep run is replayed once)")
+    out = Path(out_dir)
+    explained = explain_named(
+        summary["runs"],
+        results.per_round,
+        results.convergence,
+        {run_id: run.path for run_id, run in located.items()},
+        {run_id: run.rows["rounds"] for run_id, run in located.items()},
+        out,
+    )
     say("writing the tables and drawing the figures")
     fallbacks = fallback_comparison(results.per_round, results.convergence, results.events, runs.manifests)
     extras = Extras(
+        explained=explained,
         comparison=fallback_section(fallbacks),
         per_run=ramp_sections(results.extra["ramps"], ramped) if ramped else {},
         sections=[producers_section(results.extra["producers"], results.extra["producer_rounds"])]
         if has_producers
         else [],
     )
-    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     tables = {

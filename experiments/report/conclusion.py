@@ -11,21 +11,25 @@ the latest event at or before its first round (or the start).
 from __future__ import annotations
 
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from experiments.report.metrics import OVER_QUOTA_TOLERANCE
 from experiments.report.page import number, percent, times
 
+if TYPE_CHECKING:
+    from experiments.report.explanations import Explained
+
 MAX_STRETCHES = 3  # events after which a run went over quota named per run; the rest are counted
 
 
 def conclusion(runs: list[dict[str, Any]], labels: dict[str, str], per_round: pd.DataFrame,
-               events: pd.DataFrame) -> str:  # fmt: skip
+               events: pd.DataFrame, links: Explained | None = None) -> str:  # fmt: skip
     """The paragraph (HTML). `labels`: run_id -> how the page names the run; `per_round` and `events` are the
-    collected `group_rounds` and `convergence` tables."""
-    over = {run["run_id"]: _stretches(run["run_id"], per_round, events) for run in runs}
+    collected `group_rounds` and `convergence` tables; `links`: where each overshoot's and starvation's
+    explanation is (`experiments.report.explanations`)."""
+    over = {run["run_id"]: over_quota_stretches(run["run_id"], per_round, events) for run in runs}
     ranked = sorted(runs, key=lambda run: _merit(run, over[run["run_id"]]))
     pick = ranked[0]
     name = labels[pick["run_id"]]
@@ -38,15 +42,15 @@ def conclusion(runs: list[dict[str, Any]], labels: dict[str, str], per_round: pd
     else:
         sentences = [
             f"<strong>No {'policy' if len(runs) > 1 else 'run'} holds the quota here</strong>; "
-            f"{escape(name)} comes closest: {_over_text(pick, over[pick['run_id']])}."
+            f"{escape(name)} comes closest: {_over_text(pick, over[pick['run_id']], links)}."
         ]
     for run in ranked[1:]:
         other = escape(labels[run["run_id"]])
         if over[run["run_id"]]:
-            sentences.append(f"{other} goes over: {_over_text(run, over[run['run_id']])}.")
+            sentences.append(f"{other} goes over: {_over_text(run, over[run['run_id']], links)}.")
         else:
             sentences.append(f"{other} holds it too (peak {percent(run['overall']['peak_overshoot'])} over).")
-    sentences.append(_cost(pick, ranked[1:], labels))
+    sentences.append(_cost(pick, ranked[1:], labels, links))
     return f'<p class="conclusion">{" ".join(sentences)}</p>'
 
 
@@ -63,7 +67,7 @@ def _merit(run: dict[str, Any], stretches: list[tuple[int, int, str]]) -> tuple:
     )
 
 
-def _stretches(run_id: str, per_round: pd.DataFrame, events: pd.DataFrame) -> list[tuple[int, int, str]]:
+def over_quota_stretches(run_id: str, per_round: pd.DataFrame, events: pd.DataFrame) -> list[tuple[int, int, str]]:
     """(first round, last round, cause) of each stretch of consecutive rounds in which a group of the run was
     over quota; the cause names the latest event at or before its first round."""
     mine = per_round[(per_round["run_id"] == run_id) & per_round["over_quota"].fillna(False).astype(bool)]
@@ -82,7 +86,7 @@ def _stretches(run_id: str, per_round: pd.DataFrame, events: pd.DataFrame) -> li
     return stretches
 
 
-def _over_text(run: dict[str, Any], stretches: list[tuple[int, int, str]]) -> str:
+def _over_text(run: dict[str, Any], stretches: list[tuple[int, int, str]], links: Explained | None) -> str:
     """`up to 40.0% over the quota, 9.6 rounds in 100 more than 5% over: at the start (round 0), after the join
     at round 12 (9 rounds from 12 to 25), ...`: the stretches grouped by what they followed."""
     overall = run["overall"]
@@ -94,17 +98,18 @@ def _over_text(run: dict[str, Any], stretches: list[tuple[int, int, str]]) -> st
         rounds = sum(last - first + 1 for first, last in spans)
         first, last = spans[0][0], spans[-1][1]
         where = f"round {first}" if first == last else f"{rounds} rounds from {first} to {last}"
-        named.append(f"{cause} ({where})")
+        href = None if links is None else links.overshoots.get((run["run_id"], spans[0][0]))
+        named.append(_linked(escape(f"{cause} ({where})"), href))
     more = len(causes) - MAX_STRETCHES
     when = ", ".join(named) + (f", and after {more} more event{'s' * (more > 1)}" if more > 0 else "")
     return (
         f"up to {percent(overall['peak_overshoot'])} over the quota, "
         f"{number(overall['rounds_over_quota_per_100_rounds'], 1)} rounds in 100 more than "
-        f"{OVER_QUOTA_TOLERANCE:.0%} over: {escape(when)}"
+        f"{OVER_QUOTA_TOLERANCE:.0%} over: {when}"
     )
 
 
-def _cost(pick: dict[str, Any], others: list[dict[str, Any]], labels: dict[str, str]) -> str:
+def _cost(pick: dict[str, Any], others: list[dict[str, Any]], labels: dict[str, str], links: Explained | None) -> str:
     """What the pick costs: bytes published per round and rounds to converge, against each other run."""
     overall = pick["overall"]
     name = escape(labels[pick["run_id"]])
@@ -115,7 +120,12 @@ def _cost(pick: dict[str, Any], others: list[dict[str, Any]], labels: dict[str, 
         else f"{overall['events_not_converged']} of {overall['events']} events never converged"
     )
     starved = (
-        "starves no broker" if not overall["starved"] else f"starves {percent(overall['starved'])} of broker-rounds"
+        "starves no broker"
+        if not overall["starved"]
+        else _linked(
+            f"starves {percent(overall['starved'])} of broker-rounds",
+            None if links is None else links.starved.get(pick["run_id"]),
+        )
     )
     own = (
         f"It publishes {number(pick['bytes_published_per_round'], 0)} bytes of reports per round, converges in "
@@ -136,3 +146,8 @@ def _cost(pick: dict[str, Any], others: list[dict[str, Any]], labels: dict[str, 
             + f", {number(other['overall']['mean_rounds_to_converge'], 1)} rounds"
         )
     return f"What {name} costs: {own[0].lower()}{own[1:]}; against {'; '.join(against)} on average."
+
+
+def _linked(html: str, href: str | None) -> str:
+    """`html` as a link to the explanation at `href` (when there is one)."""
+    return html if href is None else f'<a href="{escape(href)}" title="why: quotalab explain">{html}</a>'

@@ -14,6 +14,7 @@ import pandas as pd
 
 from experiments.report import figures, quota_telemetry
 from experiments.report.conclusion import conclusion
+from experiments.report.explanations import Explained
 from experiments.report.metrics import (
     CONVERGENCE_WINDOW,
     MIN_JAIN,
@@ -37,11 +38,13 @@ TABLES_NOTE = (
 @dataclass(frozen=True)
 class Extras:
     """Parts drawn by optional modules: `comparison` after the runs' comparison (the fallbacks), `per_run` at
-    the end of a run's section (its ramped quotas), `sections` after the runs (producers)."""
+    the end of a run's section (its ramped quotas), `sections` after the runs (producers), `explained`: the
+    explanations of what the opening paragraph names."""
 
     comparison: Section | None = None
     per_run: dict[str, Section] = field(default_factory=dict)
     sections: Sequence[Section] = ()
+    explained: Explained | None = None  # the explanations the opening paragraph links to (and shows inline)
 
 
 def run_labels(runs: list[dict[str, Any]]) -> dict[str, str]:
@@ -62,7 +65,9 @@ def render_report(
     """The whole page (see the module doc)."""
     runs = summary["runs"]
     labels = run_labels(runs)
-    lead = conclusion(runs, labels, results.per_round, results.convergence)
+    lead = conclusion(runs, labels, results.per_round, results.convergence, extras.explained)
+    if extras.explained is not None:
+        lead += extras.explained.inline
     sections = []
     if len(runs) > 1:
         sections.append(_comparison(runs, labels, manifests))

@@ -174,7 +174,7 @@ class Service:
             await asyncio.sleep(SLICE_S)
 
     def bucket(self, rate: float) -> TokenBucket:
-        return TokenBucket(rate, capacity=self.capacity(rate))
+        return TokenBucket(rate, capacity=self.capacity(rate), clock=time.monotonic_ns)
 
     def capacity(self, rate: float) -> float:
         """A round's worth of tokens, and at least one: a bucket that cannot hold a token admits nothing."""

@@ -23,7 +23,10 @@ from allocator.policies.rule_terms import rule_terms, shown
 
 # What the hooks set a limit to between two allocations (`Decisions.note`), in words
 NOTED = {
-    "start": "it started serving the group this round: its policy's start limit",
+    "start": (
+        "it started serving the group this round: its policy's start limit (the references: an equal share of the "
+        "brokers it knows; pulsar: the whole quota; fair-share-safe: none, the floor)"
+    ),
     "quota": "the quota changed this round: its policy's limit for the new quota",
 }
 

@@ -28,11 +28,16 @@ from experiments.run import SOURCE_FILE
 from experiments.scenario import parse_scenario
 
 
-def explain_limits(run: Run, limits: list[Limit], progress: bool = True) -> dict[Limit, dict[str, Any]]:
-    """Each limit's explanation (`BrokerNode.explain`, with `run_id`, `round` and the group's name)."""
+def explain_limits(
+    run: Run, limits: list[Limit], progress: bool = True, replay_why: str | None = None
+) -> dict[Limit, dict[str, Any]]:
+    """Each limit's explanation (`BrokerNode.explain`, with `run_id`, `round` and the group's name). With
+    `replay_why`, a limit the run did not record is not replayed: UserError saying why."""
     explained = recorded(run, limits)
     missing = [limit for limit in limits if limit not in explained]
     if missing:
+        if replay_why is not None:
+            raise UserError(replay_why)
         if run.manifest.get("mode") != "lockstep":
             raise UserError(
                 f"{run.run_dir}: a realtime run cannot be replayed, and this one recorded no decisions; run it again "

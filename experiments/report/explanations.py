@@ -28,6 +28,9 @@ from experiments.explain.text import explanation_text
 from experiments.report.conclusion import over_quota_stretches
 
 INLINE_ROWS = 50_000  # a run of at most this many `rounds` rows shows its worst round's explanation on the page
+# a larger run is not replayed when the report is built (a replay costs about what the run cost up to the round):
+# its links say what to run, unless it recorded its decisions
+REPLAY_ROWS = 1_000_000
 FOLDER = "explanations"
 
 
@@ -66,13 +69,19 @@ def explain_named(
             targets["starved"] = starved
         if not targets:
             continue
-        files = _write(run, targets, out_dir / FOLDER / _slug(run_id), out_dir)
+        size = rows.get(run_id, 0)
+        no_replay = (
+            None
+            if size <= REPLAY_ROWS
+            else f"not replayed when the report was built ({size:,} rows of rounds: a replay costs what the run did)"
+        )
+        files = _write(run, targets, out_dir / FOLDER / _slug(run_id), out_dir, no_replay)
         for key, (path, _) in files.items():
             if key == "starved":
                 explained.starved[run_id] = path
             else:
                 explained.overshoots[(run_id, int(key.split("-")[1]))] = path
-        if rows.get(run_id, INLINE_ROWS + 1) <= INLINE_ROWS:
+        if size <= INLINE_ROWS:
             worst_key = _worst_key(mine, targets)
             path, text = files[worst_key]
             inline.append(
@@ -115,12 +124,15 @@ def _worst_key(mine: pd.DataFrame, targets: dict[str, Limit]) -> str:
     return max(overshoots, key=overshoot)
 
 
-def _write(run: Any, targets: dict[str, Limit], folder: Path, out_dir: Path) -> dict[str, tuple[str, str]]:
-    """Each target's explanation as `.txt` and `.json` under `folder`: key -> (path from the page, text)."""
+def _write(
+    run: Any, targets: dict[str, Limit], folder: Path, out_dir: Path, no_replay: str | None
+) -> dict[str, tuple[str, str]]:
+    """Each target's explanation as `.txt` and `.json` under `folder`: key -> (path from the page, text); without
+    a replay when `no_replay` says why."""
     folder.mkdir(parents=True, exist_ok=True)
     limits = list(dict.fromkeys(targets.values()))
     try:
-        found = explain_limits(run, limits, progress=False)
+        found = explain_limits(run, limits, progress=False, replay_why=no_replay)
         failure = None
     except UserError as error:
         found, failure = {}, str(error)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import re
 
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
 from experiments.cli import main
-from experiments.report import build_report
+from experiments.report import build_report, explanations
+from experiments.report.explanations import explain_named
 
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
 A = "tenant-a/ns-1"
@@ -53,3 +55,35 @@ def test_each_overshoot_named_links_to_its_explanation(spark, tmp_path):
     assert explanation["policy"] == "pip82-equal" and explanation["steps"][0]["step"] == "rule"
     assert '<details class="explanation" open>' in page  # a small run: its worst round, on the page
     assert "peers counted:" in page[page.index('<details class="explanation"') :]
+
+
+def per_round_of(run_dir, run_id: str) -> pd.DataFrame:
+    """The report's `group_rounds` columns the explanations read, computed from the `rounds` table by hand."""
+    rounds = pq.read_table(run_dir / "rounds").to_pandas()
+    table = rounds.groupby(["group", "dimension", "round"], as_index=False).agg(usage=("usage", "sum"),
+                                                                                 quota=("quota", "max"))  # fmt: skip
+    table["run_id"] = run_id
+    table["overshoot"] = (table["usage"] / table["quota"] - 1).clip(lower=0)
+    table["over_quota"] = table["usage"] > 1.05 * table["quota"]
+    table["starved_brokers"] = 0
+    return table
+
+
+def test_a_large_run_is_not_replayed_for_the_report(tmp_path, monkeypatch):
+    """Above `REPLAY_ROWS` rows the link's file says what to run instead of replaying the run."""
+    scenario = tmp_path / "explained.yaml"
+    scenario.write_text(yaml.safe_dump(SCENARIO, sort_keys=False))
+    run_dir = tmp_path / "run"
+    assert main(["run", str(scenario), "--out", str(run_dir)]) == 0
+    per_round = per_round_of(run_dir, "run")
+    events = pd.DataFrame({"run_id": ["run"], "round": [5], "kind": ["join"]})
+    runs = [{"run_id": "run"}]
+    small = explain_named(runs, per_round, events, {"run": run_dir}, {"run": 30}, tmp_path / "small")
+    assert small.overshoots and small.inline
+    text = (tmp_path / "small" / next(iter(small.overshoots.values()))).read_text()
+    assert text.startswith("run run, round ") and "steps:" in text
+    monkeypatch.setattr(explanations, "REPLAY_ROWS", 10)
+    large = explain_named(runs, per_round, events, {"run": run_dir}, {"run": 30}, tmp_path / "large")
+    text = (tmp_path / "large" / next(iter(large.overshoots.values()))).read_text()
+    assert "not replayed when the report was built (30 rows of rounds" in text
+    assert "quotalab explain " in text and "--round " in text

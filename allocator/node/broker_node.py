@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from allocator.limiter.group_limiter import GroupLimiter
-from allocator.node.explanation import explanation
+from allocator.node.explanation import explanation, open_record
 from allocator.node.fallback import Fallback
 from allocator.node.loss_meter import LossMeter
 from allocator.node.node_settings import NodeSettings
@@ -136,7 +136,7 @@ class BrokerNode:
             start_limit[starting] = self._hooks.start_limit(self.pool[starting], self._view(starting))
             self._set_limits(start_limit)
             if self._decisions is not None:
-                self._decisions.note("start", starting, self.limit)
+                self._decisions.note("start", starting)
         admitted = self.limiter.admit(demand_msgs_per_s, msg_bytes, dt, now_s)
         traffic = Traffic(demand=admitted.offered, usage=admitted.admitted, throttled_s=admitted.throttled_s)
         self.claim(traffic)
@@ -253,7 +253,7 @@ class BrokerNode:
         view = self._view()
         decisions = self._decisions
         if decisions is not None:
-            self._begin_record(decisions, view)
+            open_record(decisions, self, view, self._now_s)
         self._set_limits(self._hooks.allocate(self.pool, view, self.limit, self.serving), apply=False)
         if decisions is not None:
             decisions.step("floor", self.limit, floor=MIN_LIMIT)
@@ -285,16 +285,8 @@ class BrokerNode:
         rule's split to the limit (`allocator.node.explanation`). Needs `record_decisions()` before it."""
         if self._decisions is None or not self._decisions.steps:
             raise ValueError(f"{self.name}: no allocation recorded yet (call record_decisions() before allocate)")
-        rows, known = self.table.local_rows(np.array([group], dtype=np.int64))
-        if not known[0]:
-            raise ValueError(f"{self.name}: serves no group {group}")
-        dimensions = self.settings.dimensions
-        if isinstance(dimension, str):
-            if dimension not in dimensions:
-                raise ValueError(f"{self.name}: no dimension {dimension!r} (it has {', '.join(dimensions)})")
-            dimension = dimensions.index(dimension)
-        policy, fallback = self.settings.policy, self.settings.fallback
-        return explanation(self._decisions, int(rows[0]), dimension, policy, fallback, MIN_LIMIT)
+        settings = self.settings
+        return explanation(self._decisions, group, dimension, settings.policy, settings.fallback, MIN_LIMIT)
 
     def set_pool_size(self, pool_size: int | None) -> None:
         """The pool size agreed through the consensus store this round, for a policy that splits by one
@@ -323,33 +315,11 @@ class BrokerNode:
         if limit is not self.limit:
             self._set_limits(limit)
         if self._decisions is not None:
-            self._decisions.note("quota", (new_quota != self.quota).any(axis=1), self.limit)
+            self._decisions.note("quota", (new_quota != self.quota).any(axis=1))
         self.quota = new_quota
         self.pool = self.ramps.capped(self.quota)
 
     # -- internals -------------------------------------------------------------------------------
-
-    def _begin_record(self, decisions: Decisions, view: PeerView) -> None:
-        """Open the record of this allocation with its inputs."""
-        n_slots = self.table.n_slots
-        decisions.begin(
-            broker=self.name,
-            group_ids=self.group_ids,
-            dimensions=self.settings.dimensions,
-            quota=self.quota,
-            pool=self.pool,
-            limit=self.limit,
-            serving=self.serving,
-            loss=view.loss,
-            now_s=self._now_s,
-            interval_s=self.settings.interval_s,
-            brokers=list(self.table.brokers),
-            slot_broker=self.table.slot_broker[:, :n_slots],
-            refreshed_s=self.table.refreshed_s(),
-            usage=view.usage,
-            present=view.present,
-            listed=view.listed,
-        )
 
     def _view(self, rows: np.ndarray | slice = slice(None)) -> PeerView:
         return self.table.view(rows, self.roster_acknowledged, self.loss_meter.loss)

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from allocator.node.fallback import FallbackSettings
 from allocator.policies.decisions import CountedAs, Decisions, Step
-from allocator.policies.hooks import OWN
+from allocator.policies.hooks import OWN, PeerView
 from allocator.policies.policy import BoundPolicy
 from allocator.policies.rule_terms import rule_terms, shown
+
+if TYPE_CHECKING:
+    from allocator.node.broker_node import BrokerNode
 
 # What the hooks set a limit to between two allocations (`Decisions.note`), in words
 NOTED = {
@@ -31,23 +34,57 @@ NOTED = {
 }
 
 
+def open_record(decisions: Decisions, node: BrokerNode, view: PeerView, now_s: float) -> None:
+    """Open the record of `node`'s allocation with its inputs (`view`: the view its hooks read; `now_s`: the time
+    of its last cleanup, which the peers' entries' ages are told from)."""
+    table = node.table
+    decisions.begin(
+        broker=node.name,
+        group_ids=node.group_ids,
+        dimensions=node.settings.dimensions,
+        quota=node.quota,
+        pool=node.pool,
+        limit=node.limit,
+        serving=node.serving,
+        loss=view.loss,
+        now_s=now_s,
+        interval_s=node.settings.interval_s,
+        brokers=list(table.brokers),
+        slot_broker=table.slot_broker[:, : table.n_slots],
+        refreshed_s=table.refreshed_s(),
+        usage=view.usage,
+        present=view.present,
+        listed=view.listed,
+    )
+
+
 def explanation(
     decisions: Decisions,
-    row: int,
-    dimension: int,
+    group: int,
+    dimension: int | str,
     policy: BoundPolicy,
     fallback: FallbackSettings,
     floor: float,
 ) -> dict[str, Any]:
-    """The explanation of the limit of local group `row` in `dimension` at the allocation `decisions` holds."""
+    """The explanation of the limit of group `group` (its global id) in `dimension` (an index or a name) at the
+    allocation `decisions` holds; ValueError for a group or a dimension the broker does not have."""
     inputs = decisions.inputs
+    rows = np.flatnonzero(inputs["group_ids"] == group)
+    if not len(rows):
+        raise ValueError(f"{inputs['broker']}: serves no group {group}")
+    dimensions = inputs["dimensions"]
+    if isinstance(dimension, str):
+        if dimension not in dimensions:
+            raise ValueError(f"{inputs['broker']}: no dimension {dimension!r} (it has {', '.join(dimensions)})")
+        dimension = dimensions.index(dimension)
+    row = int(rows[0])
     steps = [
         _step(decisions, step, row, dimension, policy, fallback, floor)
         for step in _moved(decisions.steps, row, dimension)
     ]
     return {
         "broker": inputs["broker"],
-        "group": int(inputs["group_ids"][row]),
+        "group": int(group),
         "dimension": inputs["dimensions"][dimension],
         "policy": policy.name,
         "quota": float(inputs["quota"][row, dimension]),

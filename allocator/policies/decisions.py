@@ -77,12 +77,11 @@ class Decisions:
         self._pending_notes: dict[str, np.ndarray] = {}
         self._rule_steps: dict[str, Step] = {}
 
-    def note(self, kind: str, rows: np.ndarray, limit: np.ndarray) -> None:
+    def note(self, kind: str, rows: np.ndarray) -> None:
         """Between two allocations, the limits of groups `rows` (bool [G]) were set by `kind` ("start": a broker
-        new to the group; "quota": a quota change) to `limit` [G, D]: the next allocation's previous limit."""
+        new to the group; "quota": a quota change): what the next allocation's previous limit comes from."""
         noted = self._pending_notes.setdefault(kind, np.zeros(self.shape[0], dtype=bool))
         noted |= rows
-        self._pending_notes[f"{kind}_limit"] = np.array(limit, dtype=np.float64, copy=True)
 
     def begin(self, **inputs: Any) -> None:
         """An allocation starts: forget the last one, keep copies of `inputs`."""

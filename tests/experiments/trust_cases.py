@@ -8,9 +8,9 @@ of the command, and for `quotalab keys` the modes of what it wrote. A trace of /
 address-space limit (it must not take the shared machine's memory), a named pipe under a 30 s timeout (it must
 not hang the bench), the others under `--timeout-s`.
 
-Run from the repository root: `python benchmarks/bench_trust.py` (writes `benchmarks/results/trust.json`);
-`--code /tmp/before --out benchmarks/results/trust-before.json` for the code before issue 22 (a worktree of
-commit 915f03d). `python benchmarks/trust_table.py` turns both, and the Ray measurements, into docs/trust.md's
+Run from the repository root: `python -m tests.experiments.trust_cases` (writes `tests/results/trust.json`);
+`--code /tmp/before --out tests/results/trust-before.json` for the code before issue 22 (a worktree of
+commit 915f03d). `python -m tests.experiments.trust_table` turns both, and the Ray measurements, into docs/trust.md's
 table.
 """
 
@@ -32,9 +32,10 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from common import ROOT, command_line, environment, load_since, loadavg_1m, results_path, save_results
 
-RESULTS = results_path("trust")
+from benchmarks.common import ROOT, command_line, environment, load_since, loadavg_1m, results_path, save_results
+
+RESULTS = results_path("trust", "tests")
 MEMORY_LIMIT_BYTES = 4 * 2**30
 SECRET = "SECRET-123"
 

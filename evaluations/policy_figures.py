@@ -5,7 +5,7 @@ Each figure is one disturbance at one loss (a column per policy): the quota, the
 broker's limit (thin) per round, the disturbance's round marked. The runs are the quality suite's own
 scenarios (`quality_suite.scenario_data`), seed 1, in-process; they take a few seconds each.
 
-Run from the repository root: `python benchmarks/figures_policies.py [--out docs/figures]`.
+Run from the repository root: `python -m evaluations.policy_figures [--out docs/figures]`.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-from common import ROOT
 from matplotlib.figure import Figure
-from quality_suite import EVENT_AT, Case, scenario_data
 
 from allocator.policies import RECOMMENDED
+from benchmarks.common import ROOT
+from evaluations.quality_suite import EVENT_AT, Case, scenario_data
 from experiments.scenario import parse_scenario
 
 POLICIES = ("pulsar", "pip82-steal", RECOMMENDED)

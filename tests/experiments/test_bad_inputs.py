@@ -702,16 +702,6 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_scenario(parse_scenario(TINY), tmp_path_factory.mktemp("tiny") / "run", progress=False)
 
 
-@pytest.fixture
-def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fail the test if the report asks for a SparkSession."""
-
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError("the report started Spark")
-
-    monkeypatch.setattr("experiments.report.session.spark_session", refuse)
-
-
 def test_report_on_a_missing_directory(tmp_path, capsys, no_spark):
     line = refusal(capsys, ["report", str(tmp_path / "nowhere")])
     assert line == f"quotalab report: {tmp_path / 'nowhere'}: no such run directory"

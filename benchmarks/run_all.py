@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, results_path
+from benchmarks.common import ROOT, command_line, results_path
 
 NAMES = ("token_bucket", "codec", "allocator", "node_scale", "runtime", "scale", "report", "sweep", "soak", "redis")
 
@@ -68,9 +68,10 @@ def run_one(module_name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def command_line(description: str, names: Sequence[str], quick: str) -> argparse.ArgumentParser:
-    """`--only`, `--skip` and `--quick` (`quick` says what it changes) over the modules `names`."""
-    parser = argparse.ArgumentParser(description=description)
+def run_all_command_line(doc: str, names: Sequence[str], quick: str) -> argparse.ArgumentParser:
+    """The runner's command line (`--help` prints `doc`): `--only`, `--skip` and `--quick` (`quick` says what it
+    changes) over the modules `names`."""
+    parser = command_line(doc)
     parser.add_argument("--only", nargs="+", choices=names, help="run only these")
     parser.add_argument("--skip", nargs="+", choices=names, default=[], help="leave these out")
     parser.add_argument("--quick", action="store_true", help=quick)
@@ -111,10 +112,8 @@ def failed(summary: dict[str, Any]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = command_line(
-        "Run every benchmark; write benchmarks/results/all.json.",
-        NAMES,
-        "fewer repetitions, 20 brokers x 20,000 groups for the scale runs, a 2-minute soak",
+    parser = run_all_command_line(
+        __doc__, NAMES, "fewer repetitions, 20 brokers x 20,000 groups for the scale runs, a 2-minute soak"
     )
     parser.add_argument("--no-ray", action="store_true", help="runtime and scale benchmarks on the local backend only")
     args = parser.parse_args(argv)

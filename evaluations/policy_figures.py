@@ -10,7 +10,6 @@ Run from the repository root: `python -m evaluations.policy_figures [--out docs/
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from allocator.policies import RECOMMENDED
-from benchmarks.common import ROOT
+from benchmarks.common import ROOT, command_line
 from evaluations.quality_suite import EVENT_AT, Case, scenario_data
 from experiments.scenario import parse_scenario
 
@@ -57,7 +56,7 @@ def draw(disturbance: str, loss: str, rounds_by_policy: dict[str, pd.DataFrame])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Draw docs/policies.md's figures from fresh runs.")
+    parser = command_line(__doc__)
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "figures")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)

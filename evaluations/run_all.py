@@ -4,7 +4,8 @@ Modules, in order: quality (the quality suite: every policy under disturbances a
 jobs), demo (the demo's worst round over 30 seeds), trials (random trials of the recommended policy) and
 adversaries (a liar and forgeries). `pulsar_replay`, `tune` and `policy_figures` run only on their own. As with
 the benchmarks (`benchmarks/run_all.py`), a failure is recorded with its error and the others still run, and
-each module's own results (and the docs it writes) are written when it runs on its own.
+each module's own results (and the docs it writes) are written when it runs on its own (adversaries writes them
+in either case).
 
 Run from the repository root:
 
@@ -19,7 +20,7 @@ import sys
 from typing import Any
 
 from benchmarks.common import results_path
-from benchmarks.run_all import command_line, failed, run_all
+from benchmarks.run_all import failed, run_all, run_all_command_line
 
 MODULES = {
     "quality": "evaluations.quality",
@@ -32,9 +33,7 @@ QUICK: dict[str, dict[str, Any]] = {"quality": {"quick": True}, "trials": {"tria
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = command_line(
-        "Run every evaluation; write evaluations/results/all.json.", tuple(MODULES), "one quality seed, 200 trials"
-    )
+    parser = run_all_command_line(__doc__, tuple(MODULES), "one quality seed, 200 random trials")
     args = parser.parse_args(argv)
     chosen = {name: module for name, module in MODULES.items() if name in (args.only or MODULES)}
     modules = {name: module for name, module in chosen.items() if name not in args.skip}

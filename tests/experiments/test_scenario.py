@@ -86,7 +86,7 @@ BAD = {
         "polcy",
         "unknown key (allowed: name, groups, brokers, seed, rounds, interval_s, mode, backend, policy, "
         "reporting, cleanup, membership, channel, events, realtime, fallback, brokers_per_actor, description, "
-        "generated, throttle, clients)",
+        "generated, throttle, clients, telemetry)",
     ),
     "unknown nested key": (
         base(reporting={"treshold_pct": 5}),

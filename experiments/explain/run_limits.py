@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ class Run:
 
     run_dir: Path
     manifest: dict[str, Any]
+    _group_rows: dict[str, dict[str, np.ndarray]] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def run_id(self) -> str:
@@ -48,10 +49,13 @@ class Run:
         return int(self.manifest.get("rounds_completed", 0))
 
     def group_rows(self, group: str) -> dict[str, np.ndarray]:
-        """The `rounds` rows of `group`: round, broker, dimension, quota, limit, usage, demand (empty if none)."""
-        columns = ["round", "broker", "dimension", "quota", "limit", "usage", "demand"]
-        table = _rounds(self.run_dir).to_table(columns=columns, filter=pc.field("group") == group)
-        return {name: table.column(name).to_numpy(zero_copy_only=False) for name in columns}
+        """The `rounds` rows of `group`: round, broker, dimension, quota, limit, usage, demand (empty if none; read
+        once: a large run's table takes seconds to scan)."""
+        if group not in self._group_rows:
+            columns = ["round", "broker", "dimension", "quota", "limit", "usage", "demand"]
+            table = _rounds(self.run_dir).to_table(columns=columns, filter=pc.field("group") == group)
+            self._group_rows[group] = {name: table.column(name).to_numpy(zero_copy_only=False) for name in columns}
+        return self._group_rows[group]
 
     def group_names(self) -> list[str]:
         """The groups the run has (from the first part of `rounds`: every round names every group)."""

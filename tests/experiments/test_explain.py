@@ -11,7 +11,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from allocator.policies import POLICIES
 from experiments.cli import main
 from experiments.explain.run_limits import Limit, chosen_limit, read_run
 from experiments.explain.sources import explain_limits
@@ -170,3 +173,38 @@ def test_a_run_without_its_scenario_is_not_replayed(lockstep, tmp_path, capsys):
             (copy / part).write_bytes(source.read_bytes())
     assert main(["explain", str(copy), "--group", A]) == 2
     assert "scenario_source.json: missing" in capsys.readouterr().err
+
+
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    policy=st.sampled_from(sorted(POLICIES)),
+    loss=st.sampled_from([0.0, 0.3]),
+    demands=st.tuples(st.sampled_from([10, 60, 200]), st.sampled_from([0, 10, 60, 200]), st.sampled_from([0, 60])),
+    join_at=st.integers(0, 4),
+    seed=st.integers(0, 1000),
+)
+def test_the_steps_always_end_at_the_telemetrys_limit(tmp_path_factory, policy, loss, demands, join_at, seed):
+    """Any policy, loss, demands and join: every row of the `decisions` table ends at its `rounds` row's limit."""
+    scenario = {
+        "name": "property",
+        "rounds": 8,
+        "seed": seed,
+        "backend": "local",
+        "policy": {"name": policy},
+        "channel": {"loss": loss},
+        "groups": [{"name": A, "quota": {"publish_msgs_per_s": 100}}],
+        "brokers": [
+            {"name": f"broker-{index}", "join_at": join_at if index == 2 else 0,
+             "workload": [{"group": A, "msgs_per_s": demand}] if demand else []}
+            for index, demand in enumerate(demands)
+        ],
+    }  # fmt: skip
+    recorded = run(tmp_path_factory.mktemp("property"), "recorded", {**scenario, "telemetry": {"decisions": True}})
+    decisions = pq.read_table(recorded / "decisions").to_pandas()
+    joined = decisions.merge(rounds(recorded), on=["round", "broker", "group", "dimension"], suffixes=("", "_r"))
+    assert len(joined) == len(rounds(recorded))
+    for text, limit in zip(joined["explanation"], joined["limit_r"], strict=True):
+        steps = json.loads(text)["steps"]
+        assert steps[-1]["limit"] == limit

@@ -49,6 +49,8 @@ class Backend(Protocol):
 
     def where(self, handle: Any) -> Placement | None: ...
 
+    def services_node(self) -> Placement | None: ...
+
     def call(self, handle: Any, method: str, *args: Any, **kwargs: Any) -> Any: ...
 
     def gather(self, futures: list[Any]) -> list[Any]: ...
@@ -69,6 +71,9 @@ class LocalBackend:
 
     def where(self, handle: Any) -> Placement | None:
         """Every object is in this process: no node to name."""
+        return None
+
+    def services_node(self) -> Placement | None:
         return None
 
     def call(self, handle: Any, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -123,11 +128,11 @@ class RayBackend:
         """A service actor on the driver's node, never moved (soft=False): it lives as long as the driver's node."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        pinned = NodeAffinitySchedulingStrategy(self.driver_node().node_id, soft=False)
+        pinned = NodeAffinitySchedulingStrategy(self.services_node().node_id, soft=False)
         return self._actor(cls, pinned).remote(*args)
 
-    def driver_node(self) -> Placement:
-        """The node this process (the run's driver) runs on."""
+    def services_node(self) -> Placement:
+        """Where the run's services live: the node this process (the run's driver) runs on."""
         return placement_here()
 
     def where(self, handle: Any) -> Placement | None:

@@ -252,14 +252,15 @@ class Cluster:
         lost, self.lost = self.lost, []
         after = self.plan.restart_lost_after_rounds
         if lost and after > 0:
-            self.restarts_due.setdefault(round_index + after, []).extend(lost.broker for lost in lost)
+            self.restarts_due.setdefault(round_index + after, []).extend(gone.broker for gone in lost)
         return lost
 
     def restart_lost(self, round_index: int, t_s: float) -> list[str]:
         """Start again, as new incarnations on new hosts, the lost brokers due at `round_index` that are still
         down (an event may have restarted one already); returns them."""
         brokers = [broker for broker in self.restarts_due.pop(round_index, []) if broker not in self.up]
-        self.start(brokers, t_s)
+        if brokers:  # no start at all in a round without: a start asks the registry for the roster
+            self.start(brokers, t_s)
         return brokers
 
     def where(self, broker: str) -> Placement | None:

@@ -1,12 +1,13 @@
 """A Ray node lost mid-run and mid-sweep, on a `ray.cluster_utils.Cluster` on this machine (a head, with no CPU
-for trials, and two workers of 1 CPU each, all on this machine).
+for trials, and two workers of 1 CPU each).
 
 The cluster cannot share the session's Ray instance, so one helper process (`HELPER`) holds it for the module:
 it starts the cluster, joins it as the runs' driver, and runs what each test asks (a JSON line on its stdin; the
 answer a `RESULT` line on its stdout), adding a worker back first when an earlier test removed one. Each test
 loses a node after something it observed, never after a sleep: the realtime run after its driver's round
-`LOSE_AFTER_ROUND`, the sweep once a trial has stored the first run of its candidate (the trial still has runs
-to go). A node is removed without a goodbye (`allow_graceful=False`), as a machine that dies.
+`LOSE_AFTER_ROUND`; the sweep once a trial has stored the first run of its candidate (the store keeps that
+trial waiting in its call until the node is gone, so the trial is lost with its candidate's other runs to go).
+A node is removed without a goodbye (`allow_graceful=False`), as a machine that dies.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ HELPER = textwrap.dedent(
     from experiments.scenario import parse_scenario
     from experiments.sweep import run_sweep
     from experiments.sweep.expand import plan_sweep
+    from experiments.sweep import tuning
+    from experiments.sweep.store import RunStore, this_node
     from experiments.sweep.sweep_file import load_sweep
 
     STORE = 100 * 1024**2
@@ -116,33 +119,50 @@ HELPER = textwrap.dedent(
             "addresses": {node["NodeID"]: node["NodeManagerAddress"] for node in ray.nodes()},
         }
 
+    class GatedStore(RunStore):
+        # the sweep's store, but the first run stored keeps its trial waiting (in `put`) until `release`: the
+        # trial is still at work, its candidate's other runs to go, when its node is lost
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.gate, self.first = threading.Event(), True
+
+        def put(self, *args):
+            super().put(*args)
+            with self._lock:
+                first, self.first = self.first, False
+            if first:
+                self.gate.wait(timeout=600)
+
+        def release(self):
+            self.gate.set()
+
     def sweep(path, out):
         plan = plan_sweep(load_sweep(path))
-        runs_of = {config.config_id: len(plan.runs(config)) for config in plan.configurations}
         runs_dir = Path(out) / "runs"
-        lost = []
+        stores, lost = [], []
         workers()
 
+        def gated_store_actor(runs_dir_, spark_jobs):
+            options = {"num_cpus": 0, "max_concurrency": 8, "scheduling_strategy": this_node()}
+            stores.append(ray.remote(GatedStore).options(**options).remote(Path(runs_dir_).resolve(), spark_jobs))
+            return stores[-1]
+
         def watch():
-            # the first candidate with one run stored and more to go: lose the node its trial runs on
-            while not lost:
-                stored = {}
-                for record in runs_dir.glob("*/sweep-run.json"):
-                    try:
-                        found = json.loads(record.read_text())
-                    except ValueError:
-                        continue
-                    stored.setdefault(found["config_id"], []).append(found["ran_on"]["node_id"])
-                for config_id, nodes in sorted(stored.items()):
-                    if len(nodes) < runs_of[config_id]:
-                        lose(nodes[0])
-                        lost.append((config_id, nodes[0]))
-                        return
+            # the first run stored (its trial waits in the store): lose the node that trial runs on
+            while not (records := list(runs_dir.glob("*/sweep-run.json"))):
                 time.sleep(0.02)
+            found = json.loads(records[0].read_text())
+            lose(found["ran_on"]["node_id"])
+            lost.append((found["config_id"], found["ran_on"]["node_id"]))
+            ray.get(stores[0].release.remote())
 
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
-        outcome = run_sweep(plan, Path(out), master="local[1]", progress=False)
+        original, tuning.store_actor = tuning.store_actor, gated_store_actor
+        try:
+            outcome = run_sweep(plan, Path(out), master="local[1]", progress=False)
+        finally:
+            tuning.store_actor = original
         watcher.join(timeout=1)
         execution = outcome.execution
         return {
@@ -153,8 +173,7 @@ HELPER = textwrap.dedent(
             "repeated": execution.repeated,
             "complete": outcome.results.summary["runs"]["complete"],
             "planned": plan.planned_runs,
-            "runs": {config_id: [run.run_id for run in plan.runs(config)] for config_id, config in
-                     ((config.config_id, config) for config in plan.configurations)},
+            "runs": {config.config_id: [run.run_id for run in plan.runs(config)] for config in plan.configurations},
         }
 
     ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)

@@ -132,6 +132,12 @@ BAD = {
     "interval infinite": Bad(top("interval_s: .inf"), "interval_s", "must be a finite number, got inf"),
     "brokers_per_actor 10**12": Bad(top("brokers_per_actor: 1000000000000"), "brokers_per_actor", "must be <= 10000"),
     "brokers_per_actor zero": Bad(top("brokers_per_actor: 0"), "brokers_per_actor", "must be >= 1, got 0"),
+    "restart_lost_after_rounds negative": Bad(
+        top("restart_lost_after_rounds: -2"), "restart_lost_after_rounds", "must be >= 0, got -2"
+    ),
+    "restart_lost_after_rounds a fraction": Bad(
+        top("restart_lost_after_rounds: 2.5"), "restart_lost_after_rounds", "must be an integer, got 2.5"
+    ),
     "name climbing out of runs/": Bad(
         BASE.replace("name: bad", "name: ../escape"), "name", "it names the run directory"
     ),

@@ -84,6 +84,7 @@ def build_report(
     explained = explain_named(
         summary["runs"],
         results.per_round,
+        results.per_round,
         results.convergence,
         {run_id: run.path for run_id, run in located.items()},
         {run_id: run.rows["rounds"] for run_id, run in located.items()},

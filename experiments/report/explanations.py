@@ -47,12 +47,14 @@ class Explained:
 def explain_named(
     runs: list[dict[str, Any]],
     per_round: pd.DataFrame,
+    stretch_rounds: pd.DataFrame,
     events: pd.DataFrame,
     run_dirs: dict[str, Path],
     rows: dict[str, int],
     out_dir: Path,
 ) -> Explained:
-    """Explain the overshoots and starvation the conclusion names, write them under `out_dir/explanations/`."""
+    """Explain the overshoots and starvation the conclusion names (from `stretch_rounds` and `events`, as it
+    does), each at its worst group and round of `per_round` (`group_rounds`), under `out_dir/explanations/`."""
     explained = Explained()
     inline = []
     for run_summary in runs:
@@ -60,8 +62,10 @@ def explain_named(
         run = read_run(run_dirs[run_id])
         mine = per_round[per_round["run_id"] == run_id]
         targets: dict[str, Limit] = {}
-        for first, last, _ in over_quota_stretches(run_id, per_round, events):
+        for first, last, _ in over_quota_stretches(run_id, stretch_rounds, events):
             stretch = mine[(mine["round"] >= first) & (mine["round"] <= last) & mine["over_quota"].fillna(False)]
+            if stretch.empty:  # its groups are not among those the report collected
+                continue
             worst = stretch.loc[stretch["overshoot"].idxmax()]
             targets[f"over-{first}"] = chosen_limit(run, worst["group"], None, int(worst["round"]), worst["dimension"])
         starved = _worst_starved(run, mine)

@@ -78,12 +78,12 @@ def test_a_large_run_is_not_replayed_for_the_report(tmp_path, monkeypatch):
     per_round = per_round_of(run_dir, "run")
     events = pd.DataFrame({"run_id": ["run"], "round": [5], "kind": ["join"]})
     runs = [{"run_id": "run"}]
-    small = explain_named(runs, per_round, events, {"run": run_dir}, {"run": 30}, tmp_path / "small")
+    small = explain_named(runs, per_round, per_round, events, {"run": run_dir}, {"run": 30}, tmp_path / "small")
     assert small.overshoots and small.inline
     text = (tmp_path / "small" / next(iter(small.overshoots.values()))).read_text()
     assert text.startswith("run run, round ") and "steps:" in text
     monkeypatch.setattr(explanations, "REPLAY_ROWS", 10)
-    large = explain_named(runs, per_round, events, {"run": run_dir}, {"run": 30}, tmp_path / "large")
+    large = explain_named(runs, per_round, per_round, events, {"run": run_dir}, {"run": 30}, tmp_path / "large")
     text = (tmp_path / "large" / next(iter(large.overshoots.values()))).read_text()
     assert "not replayed when the report was built (30 rows of rounds" in text
     assert "quotalab explain " in text and "--round " in text

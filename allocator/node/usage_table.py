@@ -271,9 +271,12 @@ class UsageTable:
         return True
 
     def last_heard_s(self) -> np.ndarray:
-        """[G] when a report of another broker last refreshed an entry of each group (-inf: none held)."""
-        refreshed = np.where(self.slot_broker[:, 1:] != FREE, self._refreshed_s[:, 1:], -np.inf)
-        return refreshed.max(axis=1, initial=-np.inf)
+        """[G] when a report of another broker last refreshed an entry of each group (-inf: none held). A slot
+        column at a time, the slots in use only (those after `n_slots` are free in every row)."""
+        last_s = np.full(len(self.group_ids), -np.inf)
+        for slot in range(OWN + 1, self.n_slots):
+            np.maximum(last_s, np.where(self.slot_broker[:, slot] != FREE, self._refreshed_s[:, slot], -np.inf), out=last_s)
+        return last_s
 
     def view_brokers(self) -> np.ndarray:
         """Number of brokers present in this broker's view, per group (summed a slot column at a time: numpy's

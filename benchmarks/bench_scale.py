@@ -33,8 +33,10 @@ Run from the repository root: `python benchmarks/bench_scale.py [--quick] [--no-
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import resource
 import signal
 import subprocess
@@ -47,9 +49,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow.dataset as ds
-from bench_runtime import message_bytes, stamped_lockstep
+from bench_runtime import message_bytes, writer_for
 from common import ROOT, descendants, environment, load_since, loadavg_1m, results_path, save_results
 
+from actors.drivers.lockstep import run_lockstep
 from actors.hosts.backends import LocalBackend, make_backend
 from actors.hosts.broker_host import BrokerHost
 from allocator.wire.codec import encode_report
@@ -135,8 +138,10 @@ def child(
     rounds: int | None,
     size: dict[str, int],
     brokers_per_inbox: int = 1,
+    profile: bool = False,
 ) -> dict[str, Any]:
-    """One configuration: scenario, plan, backend and run, timed from the first step."""
+    """One configuration: scenario, plan, backend and run, timed from the first step; with `profile`, the steady
+    rounds run under cProfile and the result holds where their time went (`PROFILED`) instead of timings."""
     start = time.perf_counter()
     overrides = {
         "policy.name": policy,
@@ -151,10 +156,26 @@ def child(
     plan = build_plan(scenario)
     planned_s = time.perf_counter() - start
     backend = _KeepingBackend() if backend_name == "local" else make_backend(backend_name)
-    cpu_start_s = time.process_time()
+    stamps: list[float] = []  # each round's end, wall clock
+    cpu_stamps: list[tuple[float, float]] = [(time.thread_time(), time.process_time())]  # main thread, process
     with tempfile.TemporaryDirectory(prefix="quotalab-bench-scale-") as directory, _RssSampler() as sampler:
-        _, stamps, run_dir = stamped_lockstep(directory, plan, backend)
-        cpu_s = time.process_time() - cpu_start_s
+        writer = writer_for(directory, plan, backend_name)
+
+        profiler = cProfile.Profile()
+
+        def on_round(round_index: int) -> None:
+            stamps.append(time.perf_counter())
+            cpu_stamps.append((time.thread_time(), time.process_time()))
+            if profile and round_index == WARMUP_ROUNDS - 1:
+                profiler.enable()
+            elif round_index == WARMUP_ROUNDS + steady_rounds - 1:
+                profiler.disable()
+
+        try:
+            run_lockstep(plan, backend, writer, on_round=on_round)
+        finally:
+            writer.close("complete")
+        run_dir = writer.run_dir
         window = (WARMUP_ROUNDS, WARMUP_ROUNDS + steady_rounds)
         bytes_per_round = message_bytes(run_dir, *window)
         traffic = _traffic(run_dir, window)
@@ -165,6 +186,8 @@ def child(
         ray.shutdown()
     round_ends = np.array(stamps) - start
     steady_s = np.diff(round_ends[WARMUP_ROUNDS - 1 :])[:steady_rounds]
+    if profile:
+        return {"policy": policy, **size, "steady_rounds": len(steady_s), "shares": _profile_shares(profiler, steady_s)}
     self_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {
         "policy": policy,
@@ -179,13 +202,47 @@ def child(
         "round_s": [float(s) for s in np.diff(round_ends)],
         "steady_rounds": len(steady_s),
         "steady_rounds_per_s": float(len(steady_s) / steady_s.sum()),
-        "cpu_s_per_round": cpu_s / len(stamps),  # this process's, every thread (the local backend's whole run)
+        # CPU seconds per steady round, less moved by other jobs on the machine than the wall clock: the main
+        # thread's (every broker, on the local backend) and the process's (also the telemetry writer's thread)
+        "cpu_s_per_round": _steady_cpu(cpu_stamps, steady_rounds),
         "peak_rss_bytes": self_rss + sampler.peak,
         "bytes": bytes_per_round,
         **traffic,
         "worst_over_quota": worst_over_quota,
+        "telemetry_rows_per_round": worst_over_quota.pop("rows_per_round"),
         "node_bytes": _node_bytes(backend) if backend_name == "local" else None,
     }
+
+
+PROFILED = {  # what a profiled round is split into: (file, function) whose cumulative time is counted
+    "policy's allocation (its hooks)": ("allocator/node/broker_node.py", "allocate"),
+    "receive: decode": ("allocator/node/report_reader.py", "decode"),
+    "receive: merge into the usage table": ("allocator/node/usage_table.py", "merge_many"),
+    "receive: all (decode, merge, loss meter, relay)": ("allocator/node/broker_node.py", "receive"),
+    "reports built and encoded": ("allocator/node/broker_node.py", "build_reports"),
+    "traffic through the buckets": ("allocator/node/broker_node.py", "admit"),
+    "roster from the registry": ("actors/hosts/broker_host.py", "apply_roster"),
+    "telemetry rows": ("actors/hosts/broker_host.py", "rows"),
+    "quota tracker (telemetry)": ("actors/telemetry/quota_tracker.py", "update"),
+    "channel (publish, deliver)": ("actors/transport/channel.py", "exchange"),
+    "waiting for the telemetry writer": ("actors/telemetry/writer.py", "flush"),
+}
+
+
+def _profile_shares(profiler: cProfile.Profile, steady_s: np.ndarray) -> dict[str, float]:
+    """The share of the profiled rounds' wall time each part of `PROFILED` took (cumulative: parts may nest)."""
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    total_s = float(steady_s.sum())
+    shares = {}
+    for part, (path, function) in PROFILED.items():
+        seconds = sum(entry[3] for (file, _, name), entry in stats.items() if file.endswith(path) and name == function)
+        shares[part] = seconds / total_s
+    return shares
+
+
+def _steady_cpu(cpu_stamps: list[tuple[float, float]], steady_rounds: int) -> dict[str, float]:
+    main, process = np.diff(np.array(cpu_stamps), axis=0)[WARMUP_ROUNDS : WARMUP_ROUNDS + steady_rounds].mean(axis=0)
+    return {"main_thread": float(main), "process": float(process)}
 
 
 def _traffic(run_dir: Path, window: tuple[int, int]) -> dict[str, Any]:
@@ -200,12 +257,17 @@ def _traffic(run_dir: Path, window: tuple[int, int]) -> dict[str, Any]:
 
 
 def _worst_over_quota(run_dir: Path) -> dict[str, float]:
-    """The largest group usage over its quota in any round (1.0: at the quota), and the rounds it exceeded it in by
-    more than `QUOTA_ROUNDING` (float32 rates on the wire round a peer's usage by up to 6e-8 of it)."""
+    """The telemetry rows a round wrote; the largest group usage over its quota in any round (1.0: at the quota),
+    and the rounds it exceeded it in by more than `QUOTA_ROUNDING` (float32 rates on the wire round a peer's
+    usage by up to 6e-8 of it)."""
     rounds = ds.dataset(run_dir / "rounds", format="parquet")
     table = rounds.to_table(columns=["round", "group_usage_fraction_of_quota"]).to_pandas()
     worst = table.groupby("round")["group_usage_fraction_of_quota"].max()
-    return {"fraction": float(worst.max()), "rounds_over": int((worst > 1.0 + QUOTA_ROUNDING).sum())}
+    return {
+        "fraction": float(worst.max()),
+        "rounds_over": int((worst > 1.0 + QUOTA_ROUNDING).sum()),
+        "rows_per_round": len(table) / len(worst),
+    }
 
 
 def _node_bytes(backend: _KeepingBackend) -> dict[str, float]:
@@ -275,9 +337,10 @@ def steady_window(force_every: int, rounds: int) -> int:
 
 def _in_child(
     policy: str, backend_name: str, routing: str, size: dict[str, int], brokers_per_inbox: int, rounds: int | None,
-    timeout_s: float,
+    timeout_s: float, profile: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
     command = [sys.executable, str(Path(__file__).resolve()), "--child", policy, backend_name, routing]
+    command += ["--profile"] if profile else []
     command += ["--size", str(size["brokers"]), str(size["groups"]), "--brokers-per-inbox", str(brokers_per_inbox)]
     command += [] if rounds is None else ["--rounds", str(rounds)]
     load = loadavg_1m()
@@ -323,32 +386,41 @@ def _targets(runs: dict[str, dict[str, Any]], quick: bool) -> dict[str, bool]:
 
 
 def cost_model(runs: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    """What docs/scale.md derives from fair-share-safe at 100 and at 1,000 brokers (local, interest routing, an
-    inbox per broker): bytes per entry and per report (the codec), memory per group entry and per peer (solving
-    the two sizes' node arrays for both), and CPU time per report and per entry delivered (likewise)."""
-    small, large = runs.get("fair-share-safe/local/interest"), runs.get("tenfold/inbox-1")
-    if not (_complete(small) and _complete(large)):
+    """What docs/scale.md derives from fair-share-safe's local runs with interest routing (at least three sizes):
+    bytes per group entry and per report on the wire (the codec); memory per group entry (a group x slot of a
+    broker's usage table) and per peer a broker knows, fitted to the arrays of every run's nodes; the main thread's
+    CPU per steady round, fitted as a time per group entry held (group x owner), per broker and per report
+    delivered; and the telemetry writer's CPU per row."""
+    fitted = [run for key, run in runs.items() if _complete(run) and key.endswith("local/interest") or
+              key.startswith("tenfold/")]  # fmt: skip
+    fitted = [run for run in fitted if _complete(run) and run["policy"] == POLICIES[0]]
+    if len({(run["brokers"], run["groups"], run["brokers_per_inbox"]) for run in fitted}) < 3:
         return None
-    wire = wire_bytes()
 
-    def delivered(run: dict[str, Any]) -> tuple[float, float]:
-        """Reports and entries delivered per round in the steady window (interest routing: each report once)."""
-        reports = run["reports_per_round"]
-        return reports, (run["bytes"]["delivered_per_round"] - reports * wire["per_report"]) / wire["per_entry"]
+    def delivered_reports(run: dict[str, Any]) -> float:
+        published = run["bytes"]["published_per_round"]
+        return run["reports_per_round"] * (run["bytes"]["delivered_per_round"] / published if published else 1.0)
 
-    (r1, e1), (r2, e2) = delivered(small), delivered(large)
-    seconds = np.linalg.solve(
-        [[e1, r1], [e2, r2]], [1 / small["steady_rounds_per_s"], 1 / large["steady_rounds_per_s"]]
-    )
-    n1, n2 = small["node_bytes"], large["node_bytes"]
-    memory = np.linalg.solve(
-        [[n1["entries"], n1["peers"]], [n2["entries"], n2["peers"]]], [n1["array_bytes"], n2["array_bytes"]]
-    )
+    held = [run["node_bytes"]["entries"] for run in fitted]
+    pairs = [run["groups"] * 5.0 for run in fitted]  # group entries held: every group on 5 brokers
+    per_round = np.array([[p, run["brokers"], delivered_reports(run)] for p, run in zip(pairs, fitted, strict=True)])
+    cpu = [run["cpu_s_per_round"]["main_thread"] for run in fitted]
+    seconds = np.linalg.lstsq(per_round, cpu, rcond=None)[0]
+    peers = [run["node_bytes"]["peers"] for run in fitted]
+    memory = np.linalg.lstsq(
+        np.array([held, peers]).T, [run["node_bytes"]["array_bytes"] for run in fitted], rcond=None
+    )[0]
+    reference = runs.get("fair-share-safe/local/interest")
+    writer = None
+    if _complete(reference):  # the process's CPU beyond the main thread's: the telemetry writer's thread
+        cpu_s = reference["cpu_s_per_round"]
+        writer = (cpu_s["process"] - cpu_s["main_thread"]) / reference["telemetry_rows_per_round"]
     return {
-        "wire_bytes": wire,
-        "delivered_per_round": {"100": {"reports": r1, "entries": e1}, "1000": {"reports": r2, "entries": e2}},
-        "seconds": {"per_entry": float(seconds[0]), "per_report": float(seconds[1])},
-        "memory_bytes": {"per_entry": float(memory[0]), "per_peer": float(memory[1])},
+        "fitted_runs": [f"{r['brokers']}x{r['groups']}/inbox-{r['brokers_per_inbox']}" for r in fitted],
+        "wire_bytes": wire_bytes(),
+        "seconds": {"per_entry_held": seconds[0], "per_broker": seconds[1], "per_report_delivered": seconds[2]},
+        "memory_bytes": {"per_entry": memory[0], "per_peer": memory[1]},
+        "writer_seconds_per_row": writer,
     }
 
 
@@ -365,6 +437,11 @@ def run(
                 continue
             key = f"{policy}/{backend_name}/{routing}"
             runs[key] = _in_child(policy, backend_name, routing, size, 1, rounds, timeout_s)
+    profile = _in_child(POLICIES[0], "local", "interest", size, 1, rounds, timeout_s, profile=True)
+    if not quick:  # a third size for the cost model: 20 brokers x 20,000 groups
+        runs["small/fair-share-safe/local/interest"] = _in_child(
+            POLICIES[0], "local", "interest", QUICK, 1, rounds, timeout_s
+        )
     for inboxes in () if quick or no_tenfold else TENFOLD_INBOXES:
         runs[f"tenfold/inbox-{inboxes}"] = _in_child(
             POLICIES[0], "local", "interest", TENFOLD, inboxes, rounds, timeout_s
@@ -378,6 +455,7 @@ def run(
         "runs": runs,
         "met": _targets(runs, quick),
         "cost_model": cost_model(runs),
+        "profile": profile,
         "pip82_estimate": {"published_bytes": PIP82_PUBLISHED_BYTES, "consumed_bytes": PIP82_CONSUMED_BYTES},
         "cpus": os.cpu_count(),
         **environment("numpy", "pyarrow", "msgpack"),
@@ -418,10 +496,11 @@ if __name__ == "__main__":
     parser.add_argument("--child", nargs=3, metavar=("POLICY", "BACKEND", "ROUTING"), help=argparse.SUPPRESS)
     parser.add_argument("--size", nargs=2, type=int, metavar=("BROKERS", "GROUPS"), help=argparse.SUPPRESS)
     parser.add_argument("--brokers-per-inbox", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child_size = {"brokers": args.size[0], "groups": args.size[1]}
-        print(json.dumps(child(*args.child, args.rounds, child_size, args.brokers_per_inbox)))
+        print(json.dumps(child(*args.child, args.rounds, child_size, args.brokers_per_inbox, args.profile)))
         sys.exit(0)
     result = run(args.quick, args.rounds, args.timeout, args.no_ray, args.no_tenfold)
     save_results(RESULTS, result, _table(result))

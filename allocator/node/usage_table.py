@@ -275,7 +275,8 @@ class UsageTable:
         column at a time, the slots in use only (those after `n_slots` are free in every row)."""
         last_s = np.full(len(self.group_ids), -np.inf)
         for slot in range(OWN + 1, self.n_slots):
-            np.maximum(last_s, np.where(self.slot_broker[:, slot] != FREE, self._refreshed_s[:, slot], -np.inf), out=last_s)
+            held = self.slot_broker[:, slot] != FREE
+            np.maximum(last_s, np.where(held, self._refreshed_s[:, slot], -np.inf), out=last_s)
         return last_s
 
     def view_brokers(self) -> np.ndarray:
@@ -287,8 +288,12 @@ class UsageTable:
         return count
 
     def listed_brokers(self) -> np.ndarray:
-        """[G] how many brokers the registry lists as serving each group (this one included when it does)."""
-        return self.listed[:, : self.n_slots].sum(axis=1)
+        """[G] how many brokers the registry lists as serving each group (this one included when it does), summed a
+        slot column at a time (as `view_brokers`)."""
+        count = np.zeros(len(self.group_ids), dtype=np.int64)
+        for slot in range(self.n_slots):
+            count += self.listed[:, slot]
+        return count
 
     def view_usage(self) -> np.ndarray:
         """[G, D] each group's usage as this broker sees it: its own entry and every present peer entry, summed."""

@@ -80,7 +80,7 @@ QUICK = {"brokers": 20, "groups": 20_000}
 TENFOLD = {"brokers": 1000, "groups": 100_000}
 TENFOLD_INBOXES = (1, 10)  # brokers per inbox at 1,000 brokers
 QUOTA_ROUNDING = 1e-6  # a group within this fraction over its quota is at it
-CONFIGURATIONS = (("local", "interest"), ("local", "broadcast"), ("ray", "interest"))
+ROUTINGS = ("interest", "broadcast")  # on the local backend; on Ray, interest
 
 
 # --- one configuration, in a child process ---------------------------------------------------------------
@@ -431,21 +431,19 @@ def run(
     """Every configuration, each in its own process (with `quick`: fair-share-safe, local, interest, small)."""
     size = QUICK if quick else FULL
     runs: dict[str, dict[str, Any]] = {}
-    for policy in POLICIES[:1] if quick else POLICIES:
-        for backend_name, routing in CONFIGURATIONS:
-            if (backend_name == "ray" and (quick or no_ray)) or (quick and routing != "interest"):
-                continue
-            key = f"{policy}/{backend_name}/{routing}"
-            runs[key] = _in_child(policy, backend_name, routing, size, 1, rounds, timeout_s)
+    for routing in ("interest",) if quick else ROUTINGS:
+        for policy in POLICIES[:1] if quick else POLICIES:
+            runs[f"{policy}/local/{routing}"] = _in_child(policy, "local", routing, size, 1, rounds, timeout_s)
     profile = _in_child(POLICIES[0], "local", "interest", size, 1, rounds, timeout_s, profile=True)
     if not quick:  # a third size for the cost model: 20 brokers x 20,000 groups
-        runs["small/fair-share-safe/local/interest"] = _in_child(
-            POLICIES[0], "local", "interest", QUICK, 1, rounds, timeout_s
-        )
+        small = _in_child(POLICIES[0], "local", "interest", QUICK, 1, rounds, timeout_s)
+        runs["small/fair-share-safe/local/interest"] = small
     for inboxes in () if quick or no_tenfold else TENFOLD_INBOXES:
         runs[f"tenfold/inbox-{inboxes}"] = _in_child(
             POLICIES[0], "local", "interest", TENFOLD, inboxes, rounds, timeout_s
         )
+    for policy in () if quick or no_ray else POLICIES:  # Ray's last: the slowest to start, the most often left out
+        runs[f"{policy}/ray/interest"] = _in_child(policy, "ray", "interest", size, 1, rounds, timeout_s)
     return {
         "scenario": str(SCENARIO.relative_to(ROOT)),
         "size": size,

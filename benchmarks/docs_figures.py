@@ -80,7 +80,7 @@ def _scale() -> list[Row]:
             f"{data['size']['groups']:,} groups (`bench_scale.py`)",
             f"ready in {local['ready_s']:.1f} s, {local['steady_rounds_per_s']:.2f} rounds/s",
             f">= {data['targets']['local_rounds_per_s']:g} rounds/s, ready <= {data['targets']['ready_s']:g} s",
-            _when(local),
+            _when({**local, "at": data["at"]}),
         )
     ]
 

@@ -90,9 +90,7 @@ class _Cluster:
         outbox, received = timed.outbox, timed.inbox
         for topic, payload in outbox.payloads:
             peer = self.peers[topic]
-            peer.receive([payload], now_s)
-            peer.cleanup(now_s)
-            peer.allocate()
+            peer.finish_round([payload], now_s)
         counts = {
             "payloads_sent": len(outbox.payloads),
             "groups_reported": int(outbox.reported.sum()),

@@ -51,7 +51,7 @@ def _time_calls(make: Callable[[], Callable[[], bool]], calls: int) -> float:
 
 def _quotalab(resolution_ns: int) -> Callable[[], Callable[[], bool]]:
     def make() -> Callable[[], bool]:
-        consume = TokenBucket(GENEROUS, resolution_ns=resolution_ns).consume
+        consume = TokenBucket(GENEROUS, clock=time.monotonic_ns, resolution_ns=resolution_ns).consume
         return lambda: consume(1)
 
     return make

@@ -57,7 +57,7 @@ from matplotlib.figure import Figure
 from actors.hosts.backends import init_ray
 from experiments.sweep.expand import plan_sweep
 from experiments.sweep.rank import collect_run_metrics
-from experiments.sweep.store import spark_actor
+from experiments.sweep.spark_jobs import spark_actor
 from experiments.sweep.sweep_file import load_sweep
 from experiments.sweep.tuning import execute_sweep
 

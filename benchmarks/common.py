@@ -103,7 +103,7 @@ def replace_marked(path: Path, name: str, text: str) -> None:
     path.write_text(head + begin + "\n" + body + indent + end + rest.partition(end)[2])
 
 
-PHASES = ("admit", "build_reports", "receive", "cleanup", "allocate")
+PHASES = ("admit", "build_reports", "finish_round")
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ class TimedRound:
 
 
 def timed_round(node: Any, demand: Any, msg_bytes: Any, payloads: list[bytes], now_s: float) -> TimedRound:
-    """Run one round of `node` (admit `demand`, build its reports, receive `payloads`, clean up, allocate)."""
+    """Run one round of `node` (admit `demand`, build its reports, then `finish_round` on `payloads`)."""
     clock = time.perf_counter
     cpu_start = time.thread_time()
     stamps = [clock()]
@@ -126,11 +126,7 @@ def timed_round(node: Any, demand: Any, msg_bytes: Any, payloads: list[bytes], n
     stamps.append(clock())
     outbox = node.build_reports(traffic, now_s)
     stamps.append(clock())
-    inbox = node.receive(payloads, now_s)
-    stamps.append(clock())
-    node.cleanup(now_s)
-    stamps.append(clock())
-    node.allocate()
+    inbox = node.finish_round(payloads, now_s)
     stamps.append(clock())
     cpu = time.thread_time() - cpu_start
     seconds = {phase: after - before for phase, before, after in zip(PHASES, stamps, stamps[1:], strict=False)}

@@ -124,7 +124,7 @@ def _consensus(
     registry; without one such a policy splits by the brokers in view. Its members sync on their ticks, once a
     round (a session's heartbeats come more often), so a member outlives one late tick: a TTL of two rounds at
     least, and never shorter than the session."""
-    if not policy.policy.hooks.splits_by_agreed_pool_size or session_timeout_s is None:
+    if not policy.policy.needs_pool_size or session_timeout_s is None:
         return None
     url = (
         scenario.membership.url or scenario.channel.redis_url

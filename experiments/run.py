@@ -27,7 +27,6 @@ from experiments.scenario.keys import shared_key_warning
 from experiments.scenario.spec import Scenario
 
 if TYPE_CHECKING:
-    from actors.plan import Plan
     from experiments.importing.capture import CaptureWriter
     from experiments.live_metrics import MetricsServer
 

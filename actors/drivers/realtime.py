@@ -15,6 +15,7 @@ starts its own `redis-server` unless given a URL (`actors.transport.redis_server
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -258,8 +259,8 @@ class RealtimeHost(BrokerHost):
             state = replace(logical.state, incarnation=logical.state.incarnation + 1)
             blocking_call(self._membership, "register", broker, state.incarnation, t_s, logical.plan.group_ids)
             self._start_incarnation(broker, state, logical.node.quota, logical.limited, t_s, listed=True)
-            detail = f"no heartbeat taken for {silent_s:.3f} s; back as incarnation {state.incarnation}"
-            self._events.append((t_s, "fenced", broker, detail))
+            cause = f"no heartbeat taken for {silent_s:.3f} s"
+            self._events.append((t_s, "fenced", broker, json.dumps({"cause": cause, "incarnation": state.incarnation})))
 
     def _start_incarnation(
         self, broker: str, state: BrokerState, quota: np.ndarray, limited: np.ndarray, t_s: float, listed: bool

@@ -19,7 +19,7 @@ from actors.hosts.broker_producers import BrokerProducers
 from actors.plan import BrokerPlan, HostPlan, Workload, component_rng
 from actors.registry.membership import Roster
 from actors.telemetry.quota_tracker import GROUP_LIMIT, QuotaRound, QuotaTracker
-from allocator.node.broker_node import BYTES_DIMENSIONS, BrokerNode, Traffic
+from allocator.node.broker_node import BYTES_DIMENSIONS, BrokerNode, RosterUpdate, Traffic
 from allocator.node.report_sender import Outbox
 
 CLOCK_BASE_S = 1_000_000.0
@@ -80,7 +80,7 @@ class LogicalBroker:
             signer=plan.signer,
         )
         if host.pool_consensus:
-            self.node.hooks.set_pool_size(None)  # a newcomer waits for the pool size to be agreed
+            self.node.set_pool_size(None)  # a newcomer waits for the pool size to be agreed
         self.registry_reachable = True
         self.registered = np.zeros(len(plan.group_ids), dtype=bool)  # the groups the registry lists it serving
         self.broker_names = host.known_brokers  # the roster names brokers by their index here
@@ -135,13 +135,9 @@ class LogicalBroker:
         serving = self.node.serving
         return self.plan.group_ids[serving & ~self.registered], self.plan.group_ids[self.registered & ~serving]
 
-    def apply_roster(self, roster: Roster) -> None:
-        """The registry answered: it holds this broker's serving as of the last publish phase, and the roster's
-        changes go to the node."""
-        self.registered = self.node.serving.copy()
-        self.node.update_roster(
-            roster.group_ids, roster.brokers, roster.serving, self.broker_names, roster.acknowledged
-        )
+    def roster_update(self, roster: Roster) -> RosterUpdate:
+        """The registry's roster as the node reads it: its brokers by name."""
+        return RosterUpdate(roster.group_ids, roster.brokers, roster.serving, self.broker_names, roster.acknowledged)
 
     def allocate_phase(
         self,
@@ -164,13 +160,15 @@ class LogicalBroker:
         if pool_size is not None:
             self.apply_pool_size(*pool_size)
         now_s = self.local_time(t_s)
-        inbox = self.node.receive(payloads, now_s, issued)
-        # The deaths before the roster: the roster goes on from them (the registry appended each death's end of
-        # its listings, then any restart's new ones), so an incarnation that restarted since stays listed.
-        self.node.cleanup(now_s, [entry for entry in dead if entry[0] != self.plan.name])
-        if roster is not None:
-            self.apply_roster(roster)
-        self.node.allocate()
+        if roster is not None:  # the registry answered: it holds this broker's serving as of the publish phase
+            self.registered = self.node.serving.copy()
+        inbox = self.node.finish_round(
+            payloads,
+            now_s,
+            issued=issued,
+            dead=[entry for entry in dead if entry[0] != self.plan.name],
+            roster=None if roster is None else self.roster_update(roster),
+        )
         self.allocate_phase_s = time.perf_counter() - started
         assert self.traffic is not None, "allocate_phase before publish_phase"
         throttled_s = {GROUP_LIMIT: self.traffic.throttled_s}  # the allocator's aggregate view
@@ -185,7 +183,7 @@ class LogicalBroker:
         """The consensus's pool size for the next allocation. When the store stops (or starts again) answering,
         the node is told (`set_registry_reachable`: the fallbacks act on it); meanwhile it keeps splitting by
         the last size it had."""
-        self.node.hooks.set_pool_size(pool_size)
+        self.node.set_pool_size(pool_size)
         if reachable != self.registry_reachable:
             self.registry_reachable = reachable
             self.node.set_registry_reachable(reachable)
@@ -283,9 +281,7 @@ class LogicalBroker:
     def pool_size_column(self) -> int:
         """The pool size the broker split by (`agreed_pool_size`): -1 in a run without a pool-size consensus,
         0 while waiting for the first agreement."""
-        if not self.node.hooks.splits_by_pool_size:
-            return -1
-        return self.node.hooks.pool_size or 0
+        return self.node.agreed_pool_size
 
 
 class BrokerHost:

@@ -116,9 +116,6 @@ class Cluster:
     def live_slots(self) -> list[Slot]:
         return [slot for slot in self.slots if slot.handle is not None and set(slot.brokers) & self.up]
 
-    def live_hosts(self) -> list[object]:
-        return [slot.handle for slot in self.live_slots()]
-
     # -- events ----------------------------------------------------------------------------------
 
     def brokers_joining(self, round_index: int) -> list[str]:

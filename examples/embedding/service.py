@@ -122,9 +122,8 @@ class Service:
         self.node.claim(traffic)  # the usage it reports: what the bucket really admitted
         await self.publish(self.node.build_reports(traffic, now).payloads)
         payloads, self.inbox = self.inbox, []
-        self.node.receive(payloads, now)
-        self.node.cleanup(now)
-        limit = float(self.node.allocate()[0, 0])
+        self.node.finish_round(payloads, now)  # the registry's deaths and roster too, where a service has one
+        limit = float(self.node.limit[0, 0])
         self.producers.bucket.set_rate(limit, capacity=self.capacity(limit))
         record = {"name": self.name, "round": round_index, "t": now, "elapsed_s": elapsed_s, "offered": offered,
                   "admitted": admitted, "limit": limit, "view": int(self.node.table.view_brokers()[0]),
@@ -175,7 +174,7 @@ class Service:
             await asyncio.sleep(SLICE_S)
 
     def bucket(self, rate: float) -> TokenBucket:
-        return TokenBucket(rate, capacity=self.capacity(rate))
+        return TokenBucket(rate, capacity=self.capacity(rate), clock=time.monotonic_ns)
 
     def capacity(self, rate: float) -> float:
         """A round's worth of tokens, and at least one: a bucket that cannot hold a token admits nothing."""

@@ -5,16 +5,14 @@ sweep, candidate, knobs, condition, seed and `fixed` it was run with, then its m
 runs its scenario in a scratch directory of whatever node it is on and sends the files here (`put`): they are
 written under `.<run_id>.partial/` and renamed to `<run_id>/`, so every run directory is on the driver's disk
 (the nodes of a cluster need no shared storage) and appears whole or not at all. `measure` then has the runs'
-metrics computed by the report module's Spark jobs (`SparkJobs`, `rank.collect_run_metrics`) and writes them
+metrics computed by the Spark jobs (`experiments.sweep.spark_jobs`) and writes them
 into their records. A run counts as done when its manifest says `complete` and its record matches the plan and holds its
 metrics; anything else at its place (a run made from other settings, a run interrupted, a run not measured)
 is replaced when the run is done again.
 
-`RunStore` and `SparkJobs` are plain classes (usable in-process); a sweep on Ray holds each as an actor on the
-driver's node: a store per sweep (`store_actor`), which every trial calls, so its `tally` is what that sweep
-command ran, found complete and saw fail (the driver shows it as the progress bar); and the Spark jobs
-(`spark_actor`, its SparkSession started at the first measure), named so that a program running several
-sweeps (the tests) can start them once, keep the handle, and have every sweep find them by name.
+`RunStore` is a plain class (usable in-process); a sweep on Ray holds it as an actor on the driver's node, one
+per sweep (`store_actor`), which every trial calls, so its `tally` is what that sweep command ran, found
+complete and saw fail (the driver shows it as the progress bar).
 """
 
 from __future__ import annotations
@@ -28,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from experiments.sweep.expand import Configuration, PlannedRun, SweepPlan
+from experiments.sweep.expand import PlannedRun, SweepPlan
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    pass
 
 RECORD = "sweep-run.json"
 Metrics = dict[str, float | None]
@@ -144,51 +142,6 @@ class RunStore:
         return measured
 
 
-class SparkJobs:
-    """The sweeps' Spark jobs in one SparkSession, started on first use: each run's metrics (the report
-    module's), and a sweep's ranking and outputs (`results.build_results`)."""
-
-    def __init__(self, master: str = "local[*]", spark: SparkSession | None = None) -> None:
-        self.master = master
-        self._spark = spark
-        self._owns_spark = spark is None
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"SparkJobs(master={self.master!r}, spark={'up' if self._spark else 'down'})"
-
-    def measure(self, run_dirs: list[Path]) -> dict[str, Metrics]:
-        """run_id -> metrics of each run directory (`rank.collect_run_metrics`)."""
-        from experiments.sweep.rank import collect_run_metrics
-
-        return collect_run_metrics(self.spark(), run_dirs)
-
-    def results(
-        self, plan: SweepPlan, candidates: list[Configuration], runs_dir: Path, out_dir: Path, **kwargs: Any
-    ) -> Any:
-        """`results.build_results` over the runs in `runs_dir` (read, not written: this may be another process
-        than the sweep's store, on the same machine)."""
-        from experiments.sweep.results import build_results
-
-        reader = RunStore(runs_dir, self)
-        return build_results(plan, candidates, reader, Path(out_dir), spark=self.spark(), **kwargs)
-
-    def close(self) -> None:
-        """Stop the SparkSession if these jobs started it."""
-        with self._lock:
-            if self._spark is not None and self._owns_spark:
-                self._spark.stop()
-            self._spark = None
-
-    def spark(self) -> SparkSession:
-        with self._lock:
-            if self._spark is None:
-                from experiments.report.session import spark_session
-
-                self._spark = spark_session(self.master)
-            return self._spark
-
-
 def call(target: Any, method: str, *args: Any, **kwargs: Any) -> Any:
     """Call `method` on a plain object or on its actor handle, and wait for the answer."""
     bound = getattr(target, method)
@@ -204,33 +157,11 @@ def store_actor(runs_dir: Path, spark_jobs: Any) -> Any:
     takes no CPU of the trials' and serves several of them at once."""
     import ray
 
-    options = {"num_cpus": 0, "max_concurrency": 8, "scheduling_strategy": _this_node()}
+    options = {"num_cpus": 0, "max_concurrency": 8, "scheduling_strategy": this_node()}
     return ray.remote(RunStore).options(**options).remote(Path(runs_dir).resolve(), spark_jobs)  # own cwd there
 
 
-def spark_actor(master: str) -> Any:
-    """A `SparkJobs` actor on this node, named `SPARK_ACTOR` (`find_spark_actor`). Like any actor it lives as
-    long as its handle: keep it to keep the JVM for the next sweep."""
-    import ray
-
-    options = {"name": SPARK_ACTOR, "num_cpus": 0, "max_concurrency": 8, "scheduling_strategy": _this_node()}
-    return ray.remote(SparkJobs).options(**options).remote(master)
-
-
-def find_spark_actor() -> Any | None:
-    """The `SparkJobs` actor this program started, if any."""
-    import ray
-
-    try:
-        return ray.get_actor(SPARK_ACTOR)
-    except ValueError:
-        return None
-
-
-SPARK_ACTOR = "quotalab-sweep-spark"
-
-
-def _this_node() -> Any:
+def this_node() -> Any:
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 

@@ -41,7 +41,8 @@ from actors.hosts.backends import init_ray
 from experiments.progress import progress
 from experiments.sweep.expand import NUMBER_WIDTH, Configuration, SweepPlan, candidate, short_hash
 from experiments.sweep.search import Distribution
-from experiments.sweep.store import find_spark_actor, run_record, spark_actor, store_actor
+from experiments.sweep.spark_jobs import find_spark_actor, spark_actor
+from experiments.sweep.store import run_record, store_actor
 from experiments.sweep.trial import run_candidate
 
 CANDIDATE = "candidate"  # a grid or random trial's config: the candidate's index in the plan
@@ -110,7 +111,7 @@ def execute_sweep(
 
     Returns the summary and `results.SweepResults` (None without `rank`). When Ray is not initialized yet, a
     local instance is started (or the cluster at `address` joined, e.g. "auto") and shut down at the end. The
-    Spark jobs are the program's `store.spark_actor` if it started one, else an actor of this call's own."""
+    Spark jobs are the program's `spark_jobs.spark_actor` if it started one, else an actor of this call's own."""
     started = time.perf_counter()
     # Tune's newer console output prints its experiment's settings whatever the verbosity; the older one is
     # silent at verbose=0, and the sweep shows its own progress bar.

@@ -24,6 +24,7 @@ class SafeHooks(Hooks):
 
     keeps_listed_peers = True  # a live peer the registry lists keeps its entry, however long its reports are lost
     claims_estimated_demand = True  # every report carries the demand its limiter tells
+    relays_news = True  # a few brokers pass a peer's news on (`news_relays`)
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)

@@ -11,7 +11,8 @@ import pytest
 
 from experiments.sweep.expand import plan_sweep
 from experiments.sweep.search import Distribution
-from experiments.sweep.store import RECORD, RunStore, SparkJobs
+from experiments.sweep.spark_jobs import SparkJobs
+from experiments.sweep.store import RECORD, RunStore
 from experiments.sweep.sweep_file import load_sweep
 from experiments.sweep.trial import run_candidate
 from experiments.sweep.tuning import NUMBER, NumberedOptunaSearch

@@ -27,7 +27,7 @@ CHUNK_ENTRIES = 32768  # a float64 temporary of a chunk is at most 256 KB
 class Inputs:
     """The arrays of one call, shapes and dtypes checked, group-major as given: `quota [G]` (0 where
     unlimited), `unlimited [G]` and `usage`, `limit`, `demand` (or None), `present [G, B]`; values are
-    checked a chunk at a time by `make_view`."""
+    checked a chunk at a time by `make_chunk`."""
 
     quota: np.ndarray
     unlimited: np.ndarray
@@ -38,10 +38,10 @@ class Inputs:
 
 
 @dataclass(frozen=True)
-class View:
+class RuleChunk:
     """The arrays a rule reads for a chunk of g groups, checked and masked, broker-major: absent entries hold 0
     in `usage` and `demand`. The [B, g] arrays (and `n_present` when everyone is present) are `scratch`: valid
-    until the next `make_view` in this thread.
+    until the next `make_chunk` in this thread.
 
     `quota` is 0 for unlimited groups so that rules compute quietly; `finish` gives those groups `np.inf`.
     `limited` says where a present broker's own limit is a finite number (an infinite limit is an unlimited
@@ -119,7 +119,7 @@ def row_chunks(n_groups: int, n_brokers: int) -> Iterator[slice]:
     return (slice(start, start + size) for start in range(0, n_groups, size))
 
 
-def make_view(inputs: Inputs, rows: slice) -> View:
+def make_chunk(inputs: Inputs, rows: slice) -> RuleChunk:
     """The view of groups `rows`, broker-major; ValueError names the array and the first bad value.
 
     Usage and demand must be finite and non-negative for present brokers, a present broker's limit not NaN.
@@ -154,7 +154,7 @@ def make_view(inputs: Inputs, rows: slice) -> View:
         n_present.fill(len(present))
     else:
         n_present = broker_sum(present)
-    return View(
+    return RuleChunk(
         quota=inputs.quota[rows],
         unlimited=inputs.unlimited[rows],
         usage=usage,
@@ -226,7 +226,7 @@ def _all_within(values: np.ndarray, low: float, above: float) -> bool:
     )
 
 
-def finish(new_limit: np.ndarray, view: View, shaping: Shaping, out: np.ndarray) -> None:
+def finish(new_limit: np.ndarray, chunk: RuleChunk, shaping: Shaping, out: np.ndarray) -> None:
     """The post-processing every policy shares, on a rule's result `new_limit [B, g]` (in place), into `out`.
 
     In order: `smoothing` (EWMA with the own previous limit), `max_step` (bound the change against it),
@@ -235,22 +235,22 @@ def finish(new_limit: np.ndarray, view: View, shaping: Shaping, out: np.ndarray)
     once for every policy), absent entries get 0 and present brokers of unlimited groups `np.inf`. Smoothing
     and `max_step` act only where the previous own limit was a number (not unlimited).
     """
-    own, anchored = view.limit, view.limited
+    own, anchored = chunk.limit, chunk.limited
     if shaping.smoothing:
         np.multiply(new_limit, 1.0 - shaping.smoothing, out=new_limit, where=anchored)
         np.add(new_limit, shaping.smoothing * own, out=new_limit, where=anchored)
     if shaping.max_step is not None:
-        largest_change = shaping.max_step * view.quota
+        largest_change = shaping.max_step * chunk.quota
         np.minimum(new_limit, own + largest_change, out=new_limit, where=anchored)
         np.maximum(new_limit, own - largest_change, out=new_limit, where=anchored)
     if shaping.min_share:
-        np.maximum(new_limit, shaping.min_share * view.equal_share, out=new_limit)
+        np.maximum(new_limit, shaping.min_share * chunk.equal_share, out=new_limit)
     if new_limit.size and np.minimum.reduce(new_limit, axis=None) < 0.0:  # most rules give none: a reduction
         np.maximum(new_limit, 0.0, out=new_limit)
-    if view.everyone_present:
-        np.minimum(new_limit, view.quota, out=out)  # 0 for unlimited groups, made infinite below
+    if chunk.everyone_present:
+        np.minimum(new_limit, chunk.quota, out=out)  # 0 for unlimited groups, made infinite below
     else:
-        np.minimum(new_limit, view.quota, out=new_limit)
-        np.multiply(new_limit, view.present, out=out)  # rules are finite everywhere, so absent entries become 0
-    if view.unlimited.any():
-        np.copyto(out, np.inf, where=view.present & view.unlimited)
+        np.minimum(new_limit, chunk.quota, out=new_limit)
+        np.multiply(new_limit, chunk.present, out=out)  # rules are finite everywhere, so absent entries become 0
+    if chunk.unlimited.any():
+        np.copyto(out, np.inf, where=chunk.present & chunk.unlimited)

@@ -91,7 +91,8 @@ def _scale_run_row(name: str, run: dict[str, Any]) -> str:
     load = run["loadavg_1m"]
     return (
         f"| {name} | {run['ready_s']:.1f} s | {run['steady_rounds_per_s']:.2f} | "
-        f"{run['cpu_s_per_round']['main_thread']:.2f} s | {run['peak_rss_bytes'] / 2**30:.2f} GiB | "
+        f"{'driver ' if run['backend'] == 'ray' else ''}{run['cpu_s_per_round']['main_thread']:.2f} s | "
+        f"{run['peak_rss_bytes'] / 2**30:.2f} GiB | "
         f"{run['reports_per_round']:,.0f} | {run['bytes']['published_per_round'] / 1e6:.2f} MB / "
         f"{run['bytes']['delivered_per_round'] / 1e6:.2f} MB | {run['start']['bytes_published'] / 1e6:.1f} MB | "
         f"{run['worst_over_quota']['fraction']:.4f} ({run['worst_over_quota']['rounds_over']}) | "
@@ -108,9 +109,15 @@ _SCALE_HEADER = (
 
 def scale_table() -> str:
     """docs/scale.md: both policies at PIP-82's size, every configuration `bench_scale.py` ran."""
-    runs = result("scale")["runs"]
+    data = result("scale")
+    runs = data["runs"]
     rows = [_scale_run_row(f"{name.replace('/', ', ')}", run) for name, run in runs.items() if name.count("/") == 2]
-    return _SCALE_HEADER + "\n".join(rows) + "\n"
+    met = ", ".join(f"`{key}` {'met' if ok else '**missed**'}" for key, ok in data["met"].items())
+    targets = ", ".join(
+        f"`{key}` {value / 2**30:g} GiB" if key.endswith("_bytes") else f"`{key}` {value:g}"
+        for key, value in data["targets"].items()
+    )
+    return _SCALE_HEADER + "\n".join(rows) + f"\n\nTargets ({targets}): {met}.\n"
 
 
 def scale_profile_table() -> str:
@@ -137,7 +144,7 @@ def scale_tenfold_table() -> str:
     for name, run in data["runs"].items():
         if not name.startswith("tenfold/"):
             continue
-        rows.append(_scale_run_row(f"1,000 brokers, {run.get('brokers_per_inbox', '?')} a inbox", run))
+        rows.append(_scale_run_row(_inboxes(run.get("brokers_per_inbox", 1)), run))
     lines = [_SCALE_HEADER + "\n".join(rows)]
     for name, run in data["runs"].items():
         if name.startswith("tenfold/") and run.get("status") == "complete":
@@ -145,10 +152,16 @@ def scale_tenfold_table() -> str:
             delivered = run["bytes"]["delivered_per_round"] / hundred["bytes"]["delivered_per_round"]
             reports = run["reports_per_round"] / hundred["reports_per_round"]
             lines.append(
-                f"- {run['brokers_per_inbox']} broker(s) an inbox: {ratio:.2f}x the bytes published a round at 100 "
-                f"brokers ({delivered:.2f}x delivered), {reports:.1f}x the reports"
+                f"- {_inboxes(run['brokers_per_inbox'])}: {ratio:.2f}x the bytes published a round at "
+                f"{hundred['brokers']} brokers ({delivered:.2f}x delivered); {reports:.1f}x the reports a round "
+                f"({run['reports_per_round']:,.0f} against {hundred['reports_per_round']:,.0f}; at the start "
+                f"{run['start']['reports_sent']:,.0f} against {hundred['start']['reports_sent']:,.0f})"
             )
     return "\n".join(lines) + "\n"
+
+
+def _inboxes(brokers_per_inbox: int) -> str:
+    return "1,000 brokers, an inbox each" if brokers_per_inbox == 1 else f"1,000 brokers, {brokers_per_inbox} an inbox"
 
 
 def scale_model_table() -> str:
@@ -180,27 +193,26 @@ def scale_model_table() -> str:
 
 def _ten_million_lines(model: dict[str, Any]) -> list[str]:
     """1,000 brokers x 10 million groups, 5 brokers a group (50,000 a broker, every broker a peer of every other),
-    from the model: a forced round (every entry sent) on a Ray cluster of N nodes of 2 cores."""
+    from the model, on a Ray cluster of N nodes of 2 cores: CPU with a report from every broker to every other each
+    round; bytes of a forced round (every entry sent)."""
     brokers, groups, owners, slots, cores = 1000, 10_000_000, 5, 8, 2
     wire, seconds, memory = model["wire_bytes"], model["seconds"], model["memory_bytes"]
     entries = groups * owners
     lines = [
-        "| N nodes (2 cores each) | CPU a forced round, per node | memory per node | bytes a forced round "
-        "(inbox per broker / 10 a inbox) | telemetry rows a round, at the driver |",
+        "| N nodes (2 cores each) | CPU a round, per node | memory per node | bytes a forced round "
+        "(an inbox per broker / 10 an inbox) | telemetry rows a round, at the driver |",
         "|---|---|---|---|---|",
     ]
     for n_nodes in (1, 10, 100, 1000):
         reports = brokers * (brokers - 1)  # 50,000 groups a broker: every other broker shares one
         cpu_s = entries * seconds["per_entry_held"] + brokers * seconds["per_broker"]
         cpu_s += reports * seconds["per_report_delivered"]
-        memory_bytes = brokers * (
-            entries / brokers * slots / owners * memory["per_entry"] + (brokers - 1) * memory["per_peer"]
-        )
+        memory_bytes = brokers * (entries / brokers * slots * memory["per_entry"] + (brokers - 1) * memory["per_peer"])
         wire_bytes = entries * (owners - 1) * wire["per_entry"] + reports * wire["per_report"]
         shared = entries * (owners - 1) * wire["per_entry"] + brokers * (brokers / 10) * wire["per_report"]
         writer_s = entries * (model["writer_seconds_per_row"] or 0.0)
         lines.append(
-            f"| {n_nodes:,} | {cpu_s / (n_nodes * cores):,.1f} s | {memory_bytes / n_nodes / 2**30:,.2f} GiB | "
+            f"| {n_nodes:,} | {cpu_s / (n_nodes * cores):,.3g} s | {memory_bytes / n_nodes / 2**30:,.2f} GiB | "
             f"{wire_bytes / 1e9:.2f} GB / {shared / 1e9:.2f} GB | "
             f"{entries / 1e6:.0f} M ({writer_s:,.0f} s of one core) |"
         )

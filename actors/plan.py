@@ -272,6 +272,7 @@ class Plan:
     timer_jitter: float = 0.0
     consensus: ConsensusPlan | None = None  # None: the policy splits by no agreed pool size
     throttle: ThrottleSettings | None = None
+    restart_lost_after_rounds: int = 0  # brokers whose host's process died start again so many rounds later (0: never)
 
     def host_plans(self) -> list[HostPlan]:
         """The brokers in slices of `brokers_per_actor`, in plan order, each with the shared settings."""

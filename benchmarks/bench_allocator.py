@@ -34,7 +34,7 @@ to the floor's: what load from elsewhere inflates least.
 
 The machine's load average is recorded with the figures: on a shared machine they are upper bounds.
 
-Run from the repository root: `python benchmarks/bench_allocator.py` (prints a table, writes
+Run from the repository root: `python -m benchmarks.bench_allocator` (prints a table, writes
 `benchmarks/results/allocator.json`); `--step-only` leaves out the rounds, `--step-repeats` and
 `--round-repeats` set the repetitions.
 """
@@ -49,11 +49,11 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
-from common import command_line, environment, load_since, loadavg_1m, results_path, save_results, timed_round
 
 from allocator import policies
 from allocator.node.broker_node import BrokerNode
 from allocator.node.node_settings import NodeSettings
+from benchmarks.common import command_line, environment, load_since, loadavg_1m, results_path, save_results, timed_round
 
 RESULTS = results_path("allocator")
 GROUPS = 5_000

@@ -15,7 +15,7 @@ Each measurement runs `python -m experiments report RUN... --master local[2]` in
 checkout and from the baseline's files (`git archive 915f03d`), alternating, `--repeat` times each (median
 kept): a load that changes during the run weighs on both. Needs git and the repository's history.
 
-Run from the repository root: `python benchmarks/bench_report.py` (writes `benchmarks/results/report.json`).
+Run from the repository root: `python -m benchmarks.bench_report` (writes `benchmarks/results/report.json`).
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from common import ROOT, command_line, loadavg_1m, results_path, save_results
 
 from allocator.policies.waterfill import max_min_fair
+from benchmarks.common import ROOT, command_line, loadavg_1m, results_path, save_results
 
 RESULTS = results_path("report")
 MASTER = "local[2]"

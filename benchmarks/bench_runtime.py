@@ -13,7 +13,7 @@
   shows in the mean, p99 and max; the median is the steady state once most ticks come after it.
 The machine's load average is recorded with the figures: other work on a shared machine slows every one.
 
-Run from the repository root: `python benchmarks/bench_runtime.py` (prints tables, writes
+Run from the repository root: `python -m benchmarks.bench_runtime` (prints tables, writes
 `benchmarks/results/runtime.json`); `--no-ray` leaves Ray out.
 """
 
@@ -28,13 +28,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow.dataset as ds
-from common import environment, load_since, loadavg_1m, results_path, save_results
 
 from actors.drivers.lockstep import run_lockstep
 from actors.drivers.realtime import run_realtime
 from actors.hosts.backends import make_backend
 from actors.plan import Plan
 from actors.telemetry.writer import TelemetryWriter
+from benchmarks.common import environment, load_since, loadavg_1m, results_path, save_results
 from experiments.planner import build_plan
 from experiments.scenario import parse_scenario
 from experiments.scenario.spec import Scenario

@@ -26,8 +26,8 @@ GiB local, published bytes per round <= 1.5x pip82-proportional's, no round over
 the bytes per round within 2x of those at 100. `--quick` runs 20 brokers x 20,000 groups (the same 5,000
 groups a broker), local only, so a regression shows in a minute.
 
-Run from the repository root: `python benchmarks/bench_scale.py [--quick] [--no-ray] [--no-tenfold]` (writes
-`benchmarks/results/scale.json`; `python benchmarks/docs_figures.py` then rewrites the figures in the docs).
+Run from the repository root: `python -m benchmarks.bench_scale [--quick] [--no-ray] [--no-tenfold]` (writes
+`benchmarks/results/scale.json`; `python -m benchmarks.docs_figures` then rewrites the figures in the docs).
 """
 
 from __future__ import annotations
@@ -49,14 +49,14 @@ from typing import Any
 
 import numpy as np
 import pyarrow.dataset as ds
-from bench_runtime import message_bytes, writer_for
-from common import ROOT, descendants, environment, load_since, loadavg_1m, results_path, save_results
 
 from actors.drivers.lockstep import run_lockstep
 from actors.hosts.backends import LocalBackend, make_backend
 from actors.hosts.broker_host import BrokerHost
 from allocator.wire.codec import encode_report
 from allocator.wire.usage_report import UsageReport
+from benchmarks.bench_runtime import message_bytes, writer_for
+from benchmarks.common import ROOT, descendants, environment, load_since, loadavg_1m, results_path, save_results
 from experiments.planner import build_plan
 from experiments.scenario import load_scenario
 
@@ -340,7 +340,7 @@ def _in_child(
     policy: str, backend_name: str, routing: str, size: dict[str, int], brokers_per_inbox: int, rounds: int | None,
     timeout_s: float, profile: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", policy, backend_name, routing]
+    command = [sys.executable, "-m", "benchmarks.bench_scale", "--child", policy, backend_name, routing]
     command += ["--profile"] if profile else []
     command += ["--size", str(size["brokers"]), str(size["groups"]), "--brokers-per-inbox", str(brokers_per_inbox)]
     command += [] if rounds is None else ["--rounds", str(rounds)]

@@ -19,7 +19,7 @@ per kind of process, so growth can be put at one process's door (written to `ben
 A run whose driver falls behind its clock (a loaded machine) is stopped at 1.5 times its length:
 `rounds_completed` against `rounds_planned` says how far behind.
 
-Run from the repository root: `python benchmarks/bench_soak.py [--minutes N] [--ray]` (prints the figures,
+Run from the repository root: `python -m benchmarks.bench_soak [--minutes N] [--ray]` (prints the figures,
 writes `benchmarks/results/soak.json`). The machine's load average is recorded with them: under heavy load the
 timers lag, but memory, not time, is what this measures.
 """
@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from common import command_line, descendants, environment, load_since, loadavg_1m, results_path, save_results
 
 from actors.drivers.realtime import run_realtime
 from actors.hosts.backends import make_backend
 from actors.telemetry.writer import TelemetryWriter
+from benchmarks.common import command_line, descendants, environment, load_since, loadavg_1m, results_path, save_results
 from experiments.planner import build_plan
 from experiments.scenario import parse_scenario
 from experiments.scenario.spec import Scenario

@@ -1,7 +1,7 @@
-"""What every benchmark shares: the repository on `sys.path`, the machine's description, saving results.
+"""What every benchmark and evaluation shares: the command line, the machine's description, saving results.
 
-Importing this module (as `common`: the benchmarks run as scripts from `benchmarks/`, or through `run_all.py`,
-which puts `benchmarks/` on the path) makes the repository's packages importable.
+The benchmarks and evaluations run as modules from the repository root (`python -m benchmarks.bench_allocator`,
+`python -m evaluations.quality`), which puts the repository's packages on the path.
 """
 
 from __future__ import annotations
@@ -19,23 +19,25 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: make the repository importable
-    sys.path.insert(0, str(ROOT))
-
-RESULTS_DIR = ROOT / "benchmarks" / "results"
 
 
 def command_line(doc: str) -> argparse.ArgumentParser:
-    """The benchmark's command line: `--help` prints its docstring (what it measures and how to read it)."""
+    """The benchmark's command line: `--help` prints its docstring (what it measures and how to read it), and its
+    usage the command that runs it (`python -m benchmarks.bench_allocator`)."""
     first, _, rest = doc.strip().partition("\n")
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
     return argparse.ArgumentParser(
-        description=first, epilog=rest.strip(), formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=f"python -m {spec.name}" if spec else None,
+        description=first,
+        epilog=rest.strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
 
 
-def results_path(name: str) -> Path:
-    """`benchmarks/results/<name>.json`."""
-    return RESULTS_DIR / f"{name}.json"
+def results_path(name: str, folder: str = "benchmarks") -> Path:
+    """`<folder>/results/<name>.json`: `folder` is the top-level folder of the code that writes it (benchmarks,
+    evaluations, tests)."""
+    return ROOT / folder / "results" / f"{name}.json"
 
 
 def descendants(pid: int) -> list[int]:

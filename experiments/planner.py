@@ -111,6 +111,7 @@ def build_plan(scenario: Scenario) -> Plan:
         brokers=brokers,
         events=_events(scenario, dimensions, group_index, brokers, signers),
         brokers_per_actor=scenario.brokers_per_actor,
+        restart_lost_after_rounds=scenario.restart_lost_after_rounds,
         timer_jitter=scenario.realtime.jitter_pct / 100.0,
         consensus=_consensus(scenario, policy, session_timeout_s),
         throttle=_throttle(scenario),

@@ -94,6 +94,9 @@ def run_scenario(
         "mode": scenario.mode,
         "scenario": scenario_manifest(scenario),
     }
+    services = backend.services_node()  # on Ray: the driver's node, where the registry and channel actors live
+    if services is not None:
+        manifest["services_node"] = {"node_id": services.node_id, "address": services.address}
     brokers = [broker.name for broker in plan.brokers]
     names = {"broker": brokers, "group": plan.group_names, "dimension": plan.dimensions}
     server = _serve_metrics(metrics, names) if metrics is not None else None  # a port in use: before any file

@@ -29,6 +29,16 @@ def spark():
     session.stop()
 
 
+@pytest.fixture
+def no_spark(monkeypatch):
+    """Fail the test if the report asks for a SparkSession (what it refuses, it refuses before Spark starts)."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the report started Spark")
+
+    monkeypatch.setattr("experiments.report.session.spark_session", refuse)
+
+
 # -- a real Redis (actors.transport.redis_server): the pool-size consensus, the Redis transport ------------------------
 
 

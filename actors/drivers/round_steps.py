@@ -1,5 +1,5 @@
-"""What both drivers do at a round's edges: the round's events applied and logged, lost hosts logged as crashes,
-and the `events` and `messages` rows."""
+"""What both drivers do at a round's edges: the round's events applied and logged (the restarts of lost brokers
+among them), lost hosts logged as crashes, and the `events` and `messages` rows."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 
+from actors.hosts.backends import Placement
 from actors.hosts.broker_host import Published
 from actors.hosts.cluster import Cluster
 from actors.telemetry.writer import TelemetryWriter
@@ -26,14 +27,22 @@ def apply_round_events(cluster: Cluster, round_index: int, t_s: float, writer: T
     for planned in cluster.events_at(round_index):
         published += cluster.apply(planned, t_s)
         writer.add("events", event_row(round_index, t_s, planned.kind, planned.target, planned.detail))
+    for broker in cluster.restart_lost(round_index, t_s):
+        detail = {"cause": "its host was lost", **_node_fields(cluster.where(broker))}
+        writer.add("events", event_row(round_index, t_s, "restart", broker, json.dumps(detail)))
     return published
 
 
 def log_lost(cluster: Cluster, writer: TelemetryWriter, round_index: int, t_s: float) -> None:
-    """A `crash` event for each broker whose host's process died since the last call (its cause in `detail`)."""
-    for lost in cluster.take_lost():
-        detail = json.dumps({"cause": lost.reason})
+    """A `crash` event for each broker whose host's process died since the last call: its cause in `detail`, and
+    the node its host ran on (`node_id`, `node_address`) when on Ray."""
+    for lost in cluster.take_lost(round_index):
+        detail = json.dumps({"cause": lost.reason, **_node_fields(lost.node)})
         writer.add("events", event_row(round_index, t_s, "crash", lost.broker, detail))
+
+
+def _node_fields(node: Placement | None) -> dict[str, str]:
+    return {} if node is None else {"node_id": node.node_id, "node_address": node.address}
 
 
 def event_row(round_index: int, t_s: float, kind: str, target: str, detail: str) -> dict[str, list]:

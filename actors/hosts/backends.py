@@ -3,6 +3,12 @@
 Both backends take the same plain classes and the same calls, so a driver is written once:
 `handle = backend.create(Cls, *args)`, `future = backend.call(handle, "method", *args)`,
 `values = backend.gather(futures)`. Locally a call runs at once and its "future" is its value.
+
+The run's own services (the channel, the membership registry, the pool-size consensus) are created with
+`create_service`: on Ray they are pinned to the driver's node, so that losing any other node never takes them
+(the telemetry is collected in the driver's process, and the run's own `redis-server` is its child). Broker
+hosts (`create`) go anywhere; `where` names the node a host actor was placed on, which a lost host's `crash`
+events say.
 """
 
 from __future__ import annotations
@@ -16,6 +22,15 @@ from actors.errors import RunFailedError
 from actors.hosts import ray_reaper
 
 CALL_TIMEOUT_S = 600.0  # a call unanswered this long stops the run as failed instead of hanging it
+PLACEMENT_TIMEOUT_S = 10.0  # a lost host's node, asked when it started: answered long ago, or never
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The Ray node an actor (or the driver) runs on: its id and its address."""
+
+    node_id: str
+    address: str
 
 
 @dataclass(frozen=True)
@@ -29,6 +44,12 @@ class Backend(Protocol):
     name: str
 
     def create(self, cls: type, *args: Any) -> Any: ...
+
+    def create_service(self, cls: type, *args: Any) -> Any: ...
+
+    def where(self, handle: Any) -> Placement | None: ...
+
+    def services_node(self) -> Placement | None: ...
 
     def call(self, handle: Any, method: str, *args: Any, **kwargs: Any) -> Any: ...
 
@@ -44,6 +65,16 @@ class LocalBackend:
 
     def create(self, cls: type, *args: Any) -> Any:
         return cls(*args)
+
+    def create_service(self, cls: type, *args: Any) -> Any:
+        return cls(*args)
+
+    def where(self, handle: Any) -> Placement | None:
+        """Every object is in this process: no node to name."""
+        return None
+
+    def services_node(self) -> Placement | None:
+        return None
 
     def call(self, handle: Any, method: str, *args: Any, **kwargs: Any) -> Any:
         return getattr(handle, method)(*args, **kwargs)
@@ -81,10 +112,42 @@ class RayBackend:
         self._ray = ray
         if not ray.is_initialized():
             init_ray(address)
+        # actor -> the answer to its first call, where it runs: asked as it starts (no wait), read once it is lost
+        self._placements: dict[Any, Any] = {}
 
     def create(self, cls: type, *args: Any) -> Any:
-        actor_class = self._ray.remote(cls).options(num_cpus=0, scheduling_strategy="SPREAD", enable_task_events=False)
-        return actor_class.remote(*args)
+        handle = self._actor(cls, self.host_strategy(cls)).remote(*args)
+        self._placements[handle] = handle.__ray_call__.remote(placement_here)
+        return handle
+
+    def host_strategy(self, cls: type) -> Any:
+        """Where a host actor may go: `SPREAD` over the nodes (a test pins hosts to nodes in turn)."""
+        return "SPREAD"
+
+    def create_service(self, cls: type, *args: Any) -> Any:
+        """A service actor on the driver's node, never moved (soft=False): it lives as long as the driver's node."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        pinned = NodeAffinitySchedulingStrategy(self.services_node().node_id, soft=False)
+        return self._actor(cls, pinned).remote(*args)
+
+    def services_node(self) -> Placement:
+        """Where the run's services live: the node this process (the run's driver) runs on."""
+        return placement_here()
+
+    def where(self, handle: Any) -> Placement | None:
+        """The node the host actor `handle` was placed on, as it answered when it started (None if it died
+        before it could answer)."""
+        asked = self._placements.get(handle)
+        if asked is None:
+            return None
+        try:
+            return self._ray.get(asked, timeout=PLACEMENT_TIMEOUT_S)
+        except (self._ray.exceptions.RayError, self._ray.exceptions.GetTimeoutError):
+            return None
+
+    def _actor(self, cls: type, strategy: Any) -> Any:
+        return self._ray.remote(cls).options(num_cpus=0, scheduling_strategy=strategy, enable_task_events=False)
 
     def call(self, handle: Any, method: str, *args: Any, **kwargs: Any) -> Any:
         return getattr(handle, method).remote(*args, **kwargs)
@@ -119,7 +182,15 @@ class RayBackend:
             raise RunFailedError(f"{unanswered}: the run cannot go on") from error
 
     def kill(self, handle: Any) -> None:
+        self._placements.pop(handle, None)
         self._ray.kill(handle, no_restart=True)
+
+
+def placement_here(_actor: Any = None) -> Placement:
+    """The node of the calling process, on Ray (run inside an actor by `__ray_call__`, which passes the actor)."""
+    import ray
+
+    return Placement(ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address())
 
 
 def init_ray(address: str | None = None) -> None:

@@ -1,8 +1,14 @@
 """The simulated cluster: which broker lives on which host, who is up, and how events change that.
 
 Drivers (lockstep, realtime) own time; the cluster owns placement and state, and applies the plan's events
-the same way for both. The channel and the membership registry are objects (or actors) of the backend like
-the hosts. Times passed to the channel and the registry are run seconds.
+the same way for both. The channel, the membership registry and the pool-size consensus are the run's services:
+objects (or actors, pinned to the driver's node) of the backend, as the hosts are. Times passed to the channel
+and the registry are run seconds.
+
+A host whose process died (on Ray: killed, or its node lost) is a crash nobody planned: its brokers are down
+from then on, listed in `lost` with the node they ran on for the driver to log, and, when the plan says so
+(`restart_lost_after_rounds`), started again that many rounds later on a new host, wherever the backend places
+it (on Ray, a node still up).
 
 On a real transport (`channel.transport: redis`, realtime) every host has its own endpoint
 (`actors.transport.redis_channel`): the host subscribes its brokers itself and gets the channel events, and the
@@ -15,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from actors.hosts.adversary import forged_payloads
-from actors.hosts.backends import Backend, Lost
+from actors.hosts.backends import Backend, Lost, Placement
 from actors.hosts.broker_host import CLOCK_BASE_S, BrokerHost, BrokerState, Published
 from actors.plan import (
     BrokerEvent,
@@ -54,6 +60,7 @@ class LostBroker:
 
     broker: str
     reason: str
+    node: Placement | None  # where its host ran (None: in this process, or not known)
 
 
 class Cluster:
@@ -79,17 +86,19 @@ class Cluster:
         self.slots = [Slot(host_plan) for host_plan in plan.host_plans()]
         self.slot_of = {name: slot for slot in self.slots for name in slot.brokers}
         self.channel_on_hosts = channel is not None
-        self.channel = channel if channel is not None else backend.create(Channel, plan.channel, plan.seed)
+        self.channel = channel if channel is not None else backend.create_service(Channel, plan.channel, plan.seed)
         self.channel_plan = plan.channel  # as the channel events left it: where a host created later starts
         self.redis_server = None  # the run's own Redis server, which a `redis_outage` event stops and starts
         names = [broker.name for broker in plan.brokers]
-        self.membership = (
-            None if plan.session_timeout_s is None else backend.create(Membership, plan.session_timeout_s, names)
-        )
+        timeout_s = plan.session_timeout_s
+        self.membership = None if timeout_s is None else backend.create_service(Membership, timeout_s, names)
         self.roster_cursor = 0  # the lockstep driver's place in the registry's roster
-        self.consensus = None if plan.consensus is None else backend.create(PoolConsensus, plan.consensus, plan.name)
+        self.consensus = (
+            None if plan.consensus is None else backend.create_service(PoolConsensus, plan.consensus, plan.name)
+        )
         self.registry_reachable = True  # False during a `registry_outage`: no heartbeats, no announcements
         self.lost: list[LostBroker] = []  # since the driver last logged them (take_lost)
+        self.restarts_due: dict[int, list[str]] = {}  # round -> lost brokers to start again then
 
     # -- placement -------------------------------------------------------------------------------
 
@@ -239,19 +248,37 @@ class Cluster:
                 kept.append(answer)
         return kept
 
-    def take_lost(self) -> list[LostBroker]:
-        """The brokers lost since the last call."""
+    def take_lost(self, round_index: int) -> list[LostBroker]:
+        """The brokers lost since the last call, seen in `round_index`; with `restart_lost_after_rounds`, they are
+        due to start again that many rounds later."""
         lost, self.lost = self.lost, []
+        after = self.plan.restart_lost_after_rounds
+        if lost and after > 0:
+            self.restarts_due.setdefault(round_index + after, []).extend(gone.broker for gone in lost)
         return lost
+
+    def restart_lost(self, round_index: int, t_s: float) -> list[str]:
+        """Start again, as new incarnations on new hosts, the lost brokers due at `round_index` that are still
+        down (an event may have restarted one already); returns them."""
+        brokers = [broker for broker in self.restarts_due.pop(round_index, []) if broker not in self.up]
+        if brokers:  # no start at all in a round without: a start asks the registry for the roster
+            self.start(brokers, t_s)
+        return brokers
+
+    def where(self, broker: str) -> Placement | None:
+        """The node of `broker`'s host (None: in this process, or no host now)."""
+        handle = self.slot_of[broker].handle
+        return None if handle is None else self.backend.where(handle)
 
     def _lose(self, slot: Slot, reason: str) -> None:
         if slot.handle is None:  # already lost to an earlier call
             return
+        node = self.backend.where(slot.handle)
         slot.handle = None
         brokers = [broker for broker in slot.brokers if broker in self.up]
         self.up.difference_update(brokers)
         self.backend.gather(self._unsubscribe(brokers))
-        self.lost += [LostBroker(broker, reason) for broker in brokers]
+        self.lost += [LostBroker(broker, reason, node) for broker in brokers]
 
     def leave(self, broker: str, t_s: float) -> list[Published]:
         if broker not in self.up:

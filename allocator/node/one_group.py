@@ -1,5 +1,5 @@
 """One lockstep round of one group over in-process `BrokerNode`s with a membership registry, each report between
-two brokers delivered or lost as the caller says: what the property tests and `benchmarks/bench_trials.py` drive
+two brokers delivered or lost as the caller says: what the property tests and `evaluations/random_trials.py` drive
 (the runtime's drivers, with a channel and real timers, are in `actors/`)."""
 
 from __future__ import annotations

@@ -227,6 +227,9 @@ class Scenario:
     realtime: RealtimeSpec = field(default_factory=RealtimeSpec)
     fallback: FallbackSpec = field(default_factory=FallbackSpec)
     brokers_per_actor: int = 1  # ray backend: logical brokers hosted by one actor
+    # brokers whose host's process died (on Ray: killed, or its node lost) start again, on a new host placed on a
+    # node still up, this many rounds after the round that saw them lost, as a `restart` event does; 0: never
+    restart_lost_after_rounds: int = 0
     description: str = ""
     generated: dict[str, Any] | None = None  # the `generated:` block that groups and brokers came from
     throttle: ThrottleSpec = field(default_factory=ThrottleSpec)

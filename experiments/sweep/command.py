@@ -66,9 +66,10 @@ def run(args: argparse.Namespace) -> int:
     outcome = run_sweep(plan, out, address=args.address, max_parallel=args.max_parallel, master=args.master)
     execution, summary = outcome.execution, outcome.results.summary
     stopped = f", {len(execution.stopped_early)} candidates stopped early" if execution.stopped_early else ""
+    repeated = f", {len(execution.repeated)} run more than once" if execution.repeated else ""
     print(
         f"ran {len(execution.ran)} runs in {execution.wall_s:.1f} s, {len(execution.skipped)} already complete, "
-        f"{len(execution.failed)} failed{stopped}"
+        f"{len(execution.failed)} failed{stopped}{repeated}"
     )
     print(describe_best(summary))
     print(summary["best"]["fragment"], end="")

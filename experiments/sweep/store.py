@@ -7,8 +7,11 @@ written under `.<run_id>.partial/` and renamed to `<run_id>/`, so every run dire
 (the nodes of a cluster need no shared storage) and appears whole or not at all. `measure` then has the runs'
 metrics computed by the Spark jobs (`experiments.sweep.spark_jobs`) and writes them
 into their records. A run counts as done when its manifest says `complete` and its record matches the plan and holds its
-metrics; anything else at its place (a run made from other settings, a run interrupted, a run not measured)
-is replaced when the run is done again.
+metrics; one complete but not measured (its trial was lost, with its node, between `put` and `measure`) is
+measured by the trial that retries it, not run again (`unmeasured`); anything else at its place (a run made
+from other settings, a run interrupted) is replaced when the run is done again. A record also says where its
+run ran (`ran_on`: the Ray node's id and address), and the tally counts a run stored twice (`repeated`), so
+that a sweep that lost a node shows every run stored once.
 
 `RunStore` is a plain class (usable in-process); a sweep on Ray holds it as an actor on the driver's node, one
 per sweep (`store_actor`), which every trial calls, so its `tally` is what that sweep command ran, found
@@ -53,12 +56,13 @@ def run_record(plan: SweepPlan, run: PlannedRun) -> dict[str, Any]:
 @dataclass
 class Tally:
     """What the trials did through this store: runs ran (-> their own seconds), found complete, failed (-> the
-    error line), and the seconds spent measuring (Spark)."""
+    error line), stored more than once (-> how many times more), and the seconds spent measuring (Spark)."""
 
     ran: dict[str, float] = field(default_factory=dict)
     skipped: set[str] = field(default_factory=set)
     failed: dict[str, str] = field(default_factory=dict)
     measure_s: float = 0.0
+    repeated: dict[str, int] = field(default_factory=dict)
 
 
 class RunStore:
@@ -77,28 +81,50 @@ class RunStore:
     def done(self, record: dict[str, Any], *, skipping: bool = False) -> Metrics | None:
         """The metrics of the complete, measured run made from `record`, or None if there is none; `skipping`:
         a trial will not run it again (counted in the tally)."""
+        found = self._complete(record)
+        metrics = None if found is None else found.get("metrics")
+        if not isinstance(metrics, dict):
+            return None
+        if skipping:
+            self._skip(record)
+        return metrics
+
+    def unmeasured(self, record: dict[str, Any], *, skipping: bool = False) -> bool:
+        """Whether the run made from `record` is complete but not measured (its trial was lost before it could
+        measure it): the trial that retries it measures it instead of running it again."""
+        found = self._complete(record)
+        if found is None or found.get("metrics") is not None:
+            return False
+        if skipping:
+            self._skip(record)
+        return True
+
+    def _complete(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """The stored record of the complete run made from `record` (with its metrics and `ran_on` when it has
+        them), or None."""
         run_dir = self.runs_dir / record["run_id"]
         try:
             manifest = json.loads((run_dir / "manifest.json").read_text())
             found = json.loads((run_dir / RECORD).read_text())
         except (OSError, ValueError):
             return None
-        metrics = found.pop("metrics", None)
-        if manifest.get("status") != "complete" or found != record or not isinstance(metrics, dict):
-            return None
-        if skipping:
-            with self._lock:
-                self._tally.skipped.add(record["run_id"])
-        return metrics
+        made_from = {key: value for key, value in found.items() if key not in ("metrics", "ran_on")}
+        return found if manifest.get("status") == "complete" and made_from == record else None
+
+    def _skip(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            self._tally.skipped.add(record["run_id"])
 
     def complete(self, records: list[dict[str, Any]]) -> list[str]:
         """The run ids of `records` whose runs are complete and measured."""
         return [record["run_id"] for record in records if self.done(record) is not None]
 
-    def put(self, record: dict[str, Any], files: dict[str, bytes], seconds: float) -> None:
+    def put(
+        self, record: dict[str, Any], files: dict[str, bytes], seconds: float, ran_on: dict[str, str] | None = None
+    ) -> None:
         """Write a finished run's files (path relative to the run directory -> bytes) and its record (no
-        metrics yet) to `runs_dir/<run_id>/`, replacing whatever was there in one rename; `seconds` is the
-        run's own time."""
+        metrics yet; `ran_on`: the node that ran it) to `runs_dir/<run_id>/`, replacing whatever was there in
+        one rename; `seconds` is the run's own time."""
         run_id = record["run_id"]
         partial = self.runs_dir / f".{run_id}.partial"
         shutil.rmtree(partial, ignore_errors=True)
@@ -106,7 +132,8 @@ class RunStore:
         for name, data in files.items():
             (partial / name).parent.mkdir(parents=True, exist_ok=True)
             (partial / name).write_bytes(data)
-        (partial / RECORD).write_text(json.dumps(record, indent=2) + "\n")
+        stored = record if ran_on is None else {**record, "ran_on": ran_on}
+        (partial / RECORD).write_text(json.dumps(stored, indent=2) + "\n")
         final = self.runs_dir / run_id
         if final.is_dir():
             shutil.rmtree(final)
@@ -114,6 +141,8 @@ class RunStore:
             final.unlink()
         os.replace(partial, final)
         with self._lock:
+            if run_id in self._tally.ran:
+                self._tally.repeated[run_id] = self._tally.repeated.get(run_id, 0) + 1
             self._tally.ran[run_id] = seconds
             self._tally.failed.pop(run_id, None)
 
@@ -125,7 +154,7 @@ class RunStore:
     def tally(self) -> Tally:
         with self._lock:
             tally = self._tally
-            return Tally(dict(tally.ran), set(tally.skipped), dict(tally.failed), tally.measure_s)
+            return Tally(dict(tally.ran), set(tally.skipped), dict(tally.failed), tally.measure_s, dict(tally.repeated))
 
     def measure(self, run_ids: list[str]) -> dict[str, Metrics]:
         """The metrics of runs already `put`, computed by the Spark jobs and written into their records."""

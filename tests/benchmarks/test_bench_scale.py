@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "benchmarks"))  # the benchmarks import `common`
-
-import bench_scale  # noqa: E402
-
-from allocator.wire.codec import encode_report  # noqa: E402
-from allocator.wire.usage_report import UsageReport  # noqa: E402
+from allocator.wire.codec import encode_report
+from allocator.wire.usage_report import UsageReport
+from benchmarks import bench_scale
 
 
 def _run(brokers: int, groups: int, inboxes: int, reports: float, costs: dict[str, float]) -> dict:

@@ -8,8 +8,8 @@ and the loss of each report between two brokers, independent (0, 10, 30 or 50%) 
 the good state, 90% in the bad one). A round goes over when the group admits more than the largest quota a broker
 holds plus the floor of 1 per broker; each trial gives its worst round, `max(U - Q - n, 0) / Q`.
 
-Run from the repository root: `python benchmarks/bench_trials.py` (prints the figures, writes
-`benchmarks/results/trials.json` and the sentence of docs/policies.md between its `random-trials` markers).
+Run from the repository root: `python -m evaluations.random_trials` (prints the figures, writes
+`evaluations/results/trials.json` and the sentence of docs/policies.md between its `random-trials` markers).
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ import textwrap
 from typing import Any
 
 import numpy as np
-from common import ROOT, command_line, environment, replace_marked, results_path, save_results
 
 from allocator import policies
 from allocator.node.broker_node import MIN_LIMIT, BrokerNode
 from allocator.node.node_settings import NodeSettings
 from allocator.node.one_group import registry_round
 from allocator.policies import RECOMMENDED
+from benchmarks.common import ROOT, command_line, environment, replace_marked, results_path, save_results
 
-RESULTS = results_path("trials")
+RESULTS = results_path("trials", "evaluations")
 TRIALS, SEED, ROUNDS = 1500, 2, 18
 LOSSES = (0.0, 0.1, 0.3, 0.5)
 BURST = {"p_enter": 0.3, "p_stay": 0.9, "loss_good": 0.1, "loss_bad": 0.9}
@@ -113,7 +113,7 @@ def run(trials: int = TRIALS, seed: int = SEED) -> dict[str, Any]:
 def sentence(result: dict[str, Any]) -> str:
     bursts = result["by_loss"].get("bursts", {"over": 0})["over"]
     return (
-        f"On {result['trials']:,} random trials (`benchmarks/bench_trials.py`, seed {result['seed']}) "
+        f"On {result['trials']:,} random trials (`evaluations/random_trials.py`, seed {result['seed']}) "
         f"{result['over']} went over the quota plus the floors in some round ({bursts} of them in bursts); the "
         f"worst by {result['worst']:.1%} of the quota (trial {result['worst_trial']}, {result['worst_loss']} loss)."
     )

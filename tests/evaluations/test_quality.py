@@ -1,20 +1,13 @@
-"""The quality benchmark's suite: every scenario parses (no run), the grid is complete, the losses are right, and
-a cell gives the mean and the worst."""
+"""The quality suite (evaluations/quality.py): every scenario parses (no run), the grid is complete, the losses are
+right, and a cell gives the mean and the worst."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the benchmarks import `common`
-
-import bench_quality  # noqa: E402
-import quality_suite  # noqa: E402
-
-from allocator.policies import POLICIES  # noqa: E402
-from experiments.scenario import parse_scenario  # noqa: E402
+from allocator.policies import POLICIES
+from evaluations import quality, quality_suite
+from experiments.scenario import parse_scenario
 
 
 def test_every_case_of_the_suite_parses_with_a_distinct_run_id():
@@ -68,13 +61,13 @@ def values(metric: str, mean: float | None, worst: float | None) -> dict[str, fl
 
 
 def test_a_cell_shows_mean_and_worst_and_is_marked_on_the_statistic_its_goal_judges():
-    assert bench_quality.cell("peak_overshoot", values("peak_overshoot", 0.01, 0.08), "0%") == "1.0% / 8.0%"
-    assert bench_quality.cell("peak_overshoot", values("peak_overshoot", 0.01, 0.08), "30%") == "1.0% / 8.0% ✓"
-    assert bench_quality.cell("starved", values("starved", 0.0, 0.0), "10%") == "0.0% / 0.0% ✓"
-    assert bench_quality.cell("jain", values("jain", None, None), "0%") == "— / —"
-    assert bench_quality.cell("utilization", values("utilization", 1.145, 1.0), "30%") == "1.145 / 1.000"
-    assert bench_quality.cell("utilization", values("utilization", 0.99, 0.9), "30%") == "0.990 / 0.900 ✓"
-    assert bench_quality.cell("bytes_per_round", values("bytes_per_round", 812.4, 2000.0), "0%") == "812 / 2,000"
+    assert quality.cell("peak_overshoot", values("peak_overshoot", 0.01, 0.08), "0%") == "1.0% / 8.0%"
+    assert quality.cell("peak_overshoot", values("peak_overshoot", 0.01, 0.08), "30%") == "1.0% / 8.0% ✓"
+    assert quality.cell("starved", values("starved", 0.0, 0.0), "10%") == "0.0% / 0.0% ✓"
+    assert quality.cell("jain", values("jain", None, None), "0%") == "— / —"
+    assert quality.cell("utilization", values("utilization", 1.145, 1.0), "30%") == "1.145 / 1.000"
+    assert quality.cell("utilization", values("utilization", 0.99, 0.9), "30%") == "0.990 / 0.900 ✓"
+    assert quality.cell("bytes_per_round", values("bytes_per_round", 812.4, 2000.0), "0%") == "812 / 2,000"
 
 
 def group(peak, over, waits, jain, utilization, fair_share, starved):
@@ -94,7 +87,7 @@ def test_runs_are_pooled_into_the_mean_and_the_worst():
     first = {"groups": [group(0.2, 0.04, [0, 3, None], 0.9, 1.0, 30, 3), group(0.0, 0.0, [1], 1.0, 0.8, 10, 0)]}
     first["bytes_per_round"] = 300.0
     second = {"groups": [group(0.1, 0.0, [2], None, 1.0, 10, 1)], "bytes_per_round": 500.0}
-    cell = bench_quality.pooled([first, second])
+    cell = quality.pooled([first, second])
     assert cell == {
         "peak_overshoot": pytest.approx(0.15),  # the mean of the runs' worst groups
         "peak_overshoot_worst": 0.2,
@@ -118,7 +111,7 @@ def test_runs_are_pooled_into_the_mean_and_the_worst():
     ("text", "seeds"), [("1-5", (1, 2, 3, 4, 5)), ("7", (7,)), ("3-4, 9,1", (1, 3, 4, 9)), ("2-2", (2,))]
 )
 def test_seeds_are_ranges_and_numbers(text, seeds):
-    assert bench_quality._seeds(text) == seeds
+    assert quality._seeds(text) == seeds
 
 
 @pytest.mark.parametrize("text", ["", "x", "5-1", "1-", "-3", "1.5"])
@@ -126,7 +119,7 @@ def test_a_bad_seed_is_named(text):
     import argparse
 
     with pytest.raises(argparse.ArgumentTypeError, match="is not a number or a range like 1-100"):
-        bench_quality._seeds(text)
+        quality._seeds(text)
 
 
 def test_other_seeds_make_a_subset_that_leaves_the_saved_results_alone():

@@ -25,11 +25,11 @@ Jain >= 0.99 and utilization 0.98-1.05 (means); nobody starved (the worst group)
 For the policies that split by an agreed pool size (`numaflow-equal`), the rounds its brokers take to agree on
 the pool size again after the join, the clean leave and the crash, by disturbance and loss (mean over seeds).
 
-Writes `benchmarks/results/quality.json` and `benchmarks/results/quality.md` (one table per mode and loss, then
+Writes `evaluations/results/quality.json` and `evaluations/results/quality.md` (one table per mode and loss, then
 the long table per disturbance), and the tables into docs/policies.md's `quality` section. Runs go to a
 temporary folder unless `--keep DIR` is given.
 
-Run from the repository root: `python benchmarks/bench_quality.py [--quick] [--keep DIR]`. While tuning,
+Run from the repository root: `python -m evaluations.quality [--quick] [--keep DIR]`. While tuning,
 `--policies`, `--disturbances` and `--losses` (comma-separated names) run a subset, `--no-realtime` leaves the
 realtime subset out, `--params JSON` gives every policy of it the same parameters, `--seeds 1-100` runs other seeds
 (five seeds under-sample a tail: how often a rare round comes takes a hundred); the tables are printed (and written
@@ -47,7 +47,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from common import (
+from allocator.policies import POLICIES, RECOMMENDED
+from benchmarks.common import (
     ROOT,
     command_line,
     environment,
@@ -57,7 +58,7 @@ from common import (
     results_path,
     save_results,
 )
-from quality_suite import (
+from evaluations.quality_suite import (
     DISTURBANCES,
     EVENT_AT,
     HELD_OUT,
@@ -70,12 +71,10 @@ from quality_suite import (
     scenario_data,
     suite,
 )
-
-from allocator.policies import POLICIES, RECOMMENDED
 from experiments.progress import progress
 from experiments.scenario import parse_scenario
 
-RESULTS = results_path("quality")
+RESULTS = results_path("quality", "evaluations")
 MARKDOWN = RESULTS.with_suffix(".md")
 POLICIES_DOC = ROOT / "docs" / "policies.md"  # its `quality` section holds the tables of the whole suite
 README = ROOT / "README.md"  # its `quality-summary` section, the recommended policy's worst rounds

@@ -6,8 +6,8 @@ between the `adversaries` markers and its figure into docs/figures/adversaries.p
 The issue's target for the recommended policy: the liar held to its max-min fair share within 3 allocations,
 with no honest broker at the floor. Lockstep, local backend: the numbers do not depend on the machine.
 
-Run from the repository root: `python benchmarks/bench_adversaries.py` (about 20 s; writes
-`benchmarks/results/adversaries.json`).
+Run from the repository root: `python -m evaluations.adversary_outcomes` (about 20 s; writes
+`evaluations/results/adversaries.json`).
 """
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from common import ROOT, command_line, environment, replace_marked, results_path, save_results
-
+from benchmarks.common import ROOT, command_line, environment, replace_marked, results_path, save_results
 from experiments.adversaries import compare, markdown
 
-RESULTS = results_path("adversaries")
+RESULTS = results_path("adversaries", "evaluations")
 DOC = ROOT / "docs" / "adversaries.md"
 FIGURE = ROOT / "docs" / "figures" / "adversaries.png"
 

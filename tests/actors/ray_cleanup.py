@@ -7,8 +7,12 @@ atexit: what a crash, the OOM killer or `kill -9` leave), and the processes are 
 are gone or `--timeout-s` has passed. Reported per kind of process: the seconds it outlived the driver (the
 longest of its kind), and `outlived_s_max` over all; target: a few seconds (5).
 
-Run from the repository root: `python benchmarks/bench_ray_cleanup.py [--repeat N] [--code DIR]` (writes
-`benchmarks/results/ray_cleanup.json`); `--code` runs the driver on another checkout's code (the "before" of
+Not a test: each kill starts a Ray instance of its own (18 s for one kill at a load of 12, on top of the test
+session's own Ray). `test_ray_reaper.py` checks the reaper that ends those processes, without Ray; this measures it with
+Ray for docs/trust.md's table (`trust_table.py`).
+
+Run from the repository root: `python -m tests.actors.ray_cleanup [--repeat N] [--code DIR]` (writes
+`tests/results/ray_cleanup.json`); `--code` runs the driver on another checkout's code (the "before" of
 docs/trust.md: `git worktree add /tmp/before 915f03d`), the results going to `--out`.
 """
 
@@ -23,10 +27,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_soak import process_kind
-from common import ROOT, command_line, descendants, environment, load_since, loadavg_1m, results_path, save_results
+from benchmarks.bench_soak import process_kind
+from benchmarks.common import (
+    ROOT,
+    command_line,
+    descendants,
+    environment,
+    load_since,
+    loadavg_1m,
+    results_path,
+    save_results,
+)
 
-RESULTS = results_path("ray_cleanup")
+RESULTS = results_path("ray_cleanup", "tests")
 TARGET_S = 5.0
 
 DRIVER = """

@@ -6,8 +6,8 @@ policy to 5% on that seed. A seed is one random path, so this runs the same scen
 policy on seeds 1-30 (in-process, lockstep) and gives each run's worst round of any group,
 `max(U / Q - 1, 0)`: the mean over the seeds, the worst, and how many seeds go above 5%.
 
-Run from the repository root: `python benchmarks/bench_demo.py` (prints the figures, writes
-`benchmarks/results/demo.json` and the sentence of docs/policies.md between its `demo-seeds` markers).
+Run from the repository root: `python -m evaluations.demo_seeds` (prints the figures, writes
+`evaluations/results/demo.json` and the sentence of docs/policies.md between its `demo-seeds` markers).
 """
 
 from __future__ import annotations
@@ -19,14 +19,23 @@ from typing import Any
 
 import numpy as np
 import pyarrow.dataset as ds
-from common import ROOT, command_line, environment, load_since, loadavg_1m, replace_marked, results_path, save_results
 
 from allocator.policies import RECOMMENDED
+from benchmarks.common import (
+    ROOT,
+    command_line,
+    environment,
+    load_since,
+    loadavg_1m,
+    replace_marked,
+    results_path,
+    save_results,
+)
 from experiments.catalog import scenario_file
 from experiments.run import run_scenario
 from experiments.scenario import load_scenario
 
-RESULTS = results_path("demo")
+RESULTS = results_path("demo", "evaluations")
 SCENARIO = "churn-and-loss"
 SEEDS = range(1, 31)
 OVER = 0.05  # issue 19's goal at no loss, the demo's test's bound
@@ -71,7 +80,7 @@ def sentence(result: dict[str, Any]) -> str:
     seeds = len(result["peak_overshoot_by_seed"])
     over = result["seeds_over_5pct"]
     return (
-        f"Over {seeds} seeds of the demo (`benchmarks/bench_demo.py`) the worst round of any group was "
+        f"Over {seeds} seeds of the demo (`evaluations/demo_seeds.py`) the worst round of any group was "
         f"{result['mean']:.1%} over on average and {result['worst']:.1%} at worst (seed {result['worst_seed']}), "
         f"{over} seed{'s' if over != 1 else ''} above 5%."
     )

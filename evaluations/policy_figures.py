@@ -5,21 +5,20 @@ Each figure is one disturbance at one loss (a column per policy): the quota, the
 broker's limit (thin) per round, the disturbance's round marked. The runs are the quality suite's own
 scenarios (`quality_suite.scenario_data`), seed 1, in-process; they take a few seconds each.
 
-Run from the repository root: `python benchmarks/figures_policies.py [--out docs/figures]`.
+Run from the repository root: `python -m evaluations.policy_figures [--out docs/figures]`.
 """
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
 import pandas as pd
-from common import ROOT
 from matplotlib.figure import Figure
-from quality_suite import EVENT_AT, Case, scenario_data
 
 from allocator.policies import RECOMMENDED
+from benchmarks.common import ROOT, command_line
+from evaluations.quality_suite import EVENT_AT, Case, scenario_data
 from experiments.scenario import parse_scenario
 
 POLICIES = ("pulsar", "pip82-steal", RECOMMENDED)
@@ -57,7 +56,7 @@ def draw(disturbance: str, loss: str, rounds_by_policy: dict[str, pd.DataFrame])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Draw docs/policies.md's figures from fresh runs.")
+    parser = command_line(__doc__)
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "figures")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ round: U the usage summed over brokers, Q the quota, D the offered load): the pe
 share of group-rounds over quota, the utilization `U / min(Q, D)` over the last quarter, the share of the offered
 load admitted, and the report bytes published per round. The source run is measured the same way.
 
-Run from the repository root: `python benchmarks/bench_pulsar.py` (writes `benchmarks/results/pulsar.json` and the
+Run from the repository root: `python -m evaluations.pulsar_replay` (writes `evaluations/results/pulsar.json` and the
 table of docs/pulsar.md); `--samples` first remakes the samples from the source scenario; `--docs-only` rewrites
 the table from the results file without running anything.
 """
@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from common import ROOT, command_line, environment, load_since, loadavg_1m, results_path, save_results
 
 from allocator.policies import POLICIES
+from benchmarks.common import ROOT, command_line, environment, load_since, loadavg_1m, results_path, save_results
 from experiments.errors import ScenarioError
 from experiments.importing.capture import capture_usage
 from experiments.importing.prometheus import export_run, prometheus_usage
@@ -37,7 +37,7 @@ from experiments.scenario import load_scenario
 SOURCE = ROOT / "experiments" / "scenarios" / "pulsar-sample.yaml"
 SAMPLES = ROOT / "experiments" / "samples" / "pulsar"
 DOC = ROOT / "docs" / "pulsar.md"
-BEGIN, END = "<!-- bench_pulsar: begin -->", "<!-- bench_pulsar: end -->"
+BEGIN, END = "<!-- pulsar_replay: begin -->", "<!-- pulsar_replay: end -->"
 WIRES = ("quotalab", "pulsar")
 
 
@@ -144,7 +144,7 @@ def write_doc_table(result: dict[str, Any]) -> None:
     text = DOC.read_text()
     before, rest = text.split(BEGIN, 1)
     _, after = rest.split(END, 1)
-    note = f"<!-- written by benchmarks/bench_pulsar.py from benchmarks/results/pulsar.json ({result['at']}) -->\n"
+    note = f"<!-- written by evaluations/pulsar_replay.py from evaluations/results/pulsar.json ({result['at']}) -->\n"
     DOC.write_text(f"{before}{BEGIN}\n{note}{table(result)}{END}{after}")
 
 
@@ -153,7 +153,7 @@ def main() -> None:
     parser.add_argument("--samples", action="store_true", help="remake the shipped samples from the source first")
     parser.add_argument("--docs-only", action="store_true", help="rewrite docs/pulsar.md's table from the results")
     args = parser.parse_args()
-    path = results_path("pulsar")
+    path = results_path("pulsar", "evaluations")
     if args.docs_only:
         write_doc_table(json.loads(path.read_text()))
         return

@@ -1,27 +1,24 @@
-"""The shipped Pulsar samples import as docs/pulsar.md says, and its table is the one bench_pulsar.py writes from
-`benchmarks/results/pulsar.json` (a figure in the docs is never copied by hand)."""
+"""The shipped Pulsar samples import as docs/pulsar.md says, and its table is the one evaluations/pulsar_replay.py
+writes from `evaluations/results/pulsar.json` (a figure in the docs is never copied by hand)."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
+from evaluations import pulsar_replay
+from experiments.cli import main
+from experiments.scenario import load_scenario
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "benchmarks"))  # the benchmarks import `common`
-
-import bench_pulsar  # noqa: E402
-
-from experiments.cli import main  # noqa: E402
-from experiments.scenario import load_scenario  # noqa: E402
 
 
 def test_the_shipped_samples_import_into_scenarios_of_the_source_cluster(tmp_path, capsys) -> None:
-    source = load_scenario(bench_pulsar.SOURCE)
-    quotas = str(bench_pulsar.SAMPLES / "quotas.yaml")
+    source = load_scenario(pulsar_replay.SOURCE)
+    quotas = str(pulsar_replay.SAMPLES / "quotas.yaml")
     for kind, sample in (("prometheus", "prometheus.json"), ("capture", "capture.bin")):
         out = tmp_path / kind
-        assert main(["import", kind, str(bench_pulsar.SAMPLES / sample), "--quotas", quotas, "--out", str(out)]) == 0
+        assert main(["import", kind, str(pulsar_replay.SAMPLES / sample), "--quotas", quotas, "--out", str(out)]) == 0
         imported = load_scenario(out / "scenario.yaml")
         assert imported.interval_s == source.interval_s
         # a capture ends with the last report, at most a forced report's interval before the run's end
@@ -32,8 +29,8 @@ def test_the_shipped_samples_import_into_scenarios_of_the_source_cluster(tmp_pat
 
 
 def test_the_docs_table_is_the_one_written_from_the_results_file() -> None:
-    result = json.loads((REPO / "benchmarks" / "results" / "pulsar.json").read_text())
+    result = json.loads((REPO / "evaluations" / "results" / "pulsar.json").read_text())
     doc = (REPO / "docs" / "pulsar.md").read_text()
-    assert bench_pulsar.table(result) in doc
+    assert pulsar_replay.table(result) in doc
     policies_run = {row["policy"] for row in result["runs"] if row["export"] == "prometheus" and "refused" not in row}
-    assert len(policies_run) == len(bench_pulsar.POLICIES)  # every policy ran on the import (on one wire at least)
+    assert len(policies_run) == len(pulsar_replay.POLICIES)  # every policy ran on the import (on one wire at least)

@@ -1,10 +1,11 @@
-"""docs/trust.md's table of issue 22's cases, before and after, made from the results the benchmarks saved.
+"""docs/trust.md's table of issue 22's cases, before and after, made from the outcomes and measurements saved.
 
-Reads `benchmarks/results/`: `trust-before.json` and `trust.json` (`bench_trust.py` on commit 915f03d and on
-this code), `ray_cleanup-before.json` and `ray_cleanup.json` (`bench_ray_cleanup.py`), `soak-ray-before.json`
-and `soak-ray-6min.json` (`bench_soak.py --ray` for 6 minutes, the two at the same time) and `soak-ray.json`
-(30 minutes); writes the table between docs/trust.md's two `trust-table` markers. Run from the repository root:
-`python benchmarks/trust_table.py`.
+Reads `tests/results/`: `trust-before.json` and `trust.json` (`trust_cases.py` on commit 915f03d and on this
+code), `ray_cleanup-before.json` and `ray_cleanup.json` (`tests/actors/ray_cleanup.py`); and
+`benchmarks/results/`: `soak-ray-before.json` and `soak-ray-6min.json` (`bench_soak.py --ray` for 6 minutes, the
+two at the same time) and `soak-ray.json` (30 minutes). Writes the table between docs/trust.md's two
+`trust-table` markers (`test_trust_cases.py` checks that it is there). Run from the repository root:
+`python -m tests.experiments.trust_table`.
 """
 
 from __future__ import annotations
@@ -12,18 +13,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from common import RESULTS_DIR, ROOT, command_line
+from benchmarks.common import ROOT, command_line, results_path
 
 DOCS = ROOT / "docs" / "trust.md"
-BEGIN, END = "<!-- trust-table: begin (benchmarks/trust_table.py) -->", "<!-- trust-table: end -->"
+BEGIN, END = "<!-- trust-table: begin (tests/experiments/trust_table.py) -->", "<!-- trust-table: end -->"
 
 ISSUE_20 = "the sweep's bounds: issue 20's change (docs/tuning.md)"
 LEAD = "the lead's change, in `allocator/node`"
 REALTIME_TESTS = "`pytest tests/actors/test_runtime_realtime.py tests/actors/test_runtime_consensus.py`"
 
 
-def load(name: str) -> dict[str, Any] | None:
-    path = RESULTS_DIR / f"{name}.json"
+def load(name: str, folder: str = "tests") -> dict[str, Any] | None:
+    """`<folder>/results/<name>.json`, or None if it was not saved."""
+    path = results_path(name, folder)
     return json.loads(path.read_text()) if path.exists() else None
 
 
@@ -110,7 +112,7 @@ def table() -> str:
         (
             6,
             "a Ray driver killed with SIGKILL: how long its processes live on",
-            "`python benchmarks/bench_ray_cleanup.py`",
+            "`python -m tests.actors.ray_cleanup`",
             cleanup_cell(load("ray_cleanup-before")),
             cleanup_cell(load("ray_cleanup")),
         ),
@@ -118,16 +120,16 @@ def table() -> str:
             6,
             "a Ray realtime run, 16 brokers x 64 groups at 0.1 s, 6 minutes (1-minute warm-up): 915f03d and this"
             " code side by side, at the same time",
-            "`python benchmarks/bench_soak.py --ray --minutes 6 --warmup-minutes 1`",
-            soak_cell(load("soak-ray-before")),
-            soak_cell(load("soak-ray-6min")),
+            "`python -m benchmarks.bench_soak --ray --minutes 6 --warmup-minutes 1`",
+            soak_cell(load("soak-ray-before", "benchmarks")),
+            soak_cell(load("soak-ray-6min", "benchmarks")),
         ),
         (
             6,
             "the same run for 30 minutes (5-minute warm-up)",
-            "`python benchmarks/bench_soak.py --ray`",
+            "`python -m benchmarks.bench_soak --ray`",
             "-",
-            soak_cell(load("soak-ray")),
+            soak_cell(load("soak-ray", "benchmarks")),
         ),
         (
             8,

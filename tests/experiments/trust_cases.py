@@ -1,16 +1,19 @@
 """What a careless file, a hostile input or a damaged run does to `quotalab`: issue 22's cases, as commands.
 
-Each case writes its files in a fresh folder (a scenario, a key, a trace, a run directory damaged on purpose),
-runs one `python -m experiments ...` command there on the code of `--code` (default: this checkout), and
-records what a user sees: the exit status (or `timeout`), the number of lines on stderr, whether a Python
-traceback or a Java stack shows, the first line, whether a secret the case planted shows anywhere, the peak RSS
-of the command, and for `quotalab keys` the modes of what it wrote. A trace of /dev/zero runs under a 4 GiB
-address-space limit (it must not take the shared machine's memory), a named pipe under a 30 s timeout (it must
-not hang the bench), the others under `--timeout-s`.
+Each case writes its files in a fresh folder (a scenario, a key, a trace, a run directory damaged on purpose) and
+runs one `quotalab` command there. `test_trust_cases.py` runs each in-process on this code and checks the exit
+status it documents (`Case.status`): refused in one line with status 2, or accepted; no traceback, no secret.
 
-Run from the repository root: `python benchmarks/bench_trust.py` (writes `benchmarks/results/trust.json`);
-`--code /tmp/before --out benchmarks/results/trust-before.json` for the code before issue 22 (a worktree of
-commit 915f03d). `python benchmarks/trust_table.py` turns both, and the Ray measurements, into docs/trust.md's
+Run as a module, this records what a user sees, for docs/trust.md's table of before and after: each command runs
+as `python -m experiments ...` on the code of `--code` (default: this checkout), and the exit status (or
+`timeout`), the number of lines on stderr, whether a Python traceback or a Java stack shows, the first line,
+whether a secret the case planted shows anywhere, the peak RSS of the command, and for `quotalab keys` the modes
+of what it wrote are saved. A trace of /dev/zero runs under a 4 GiB address-space limit (it must not take the
+shared machine's memory), a named pipe under a 30 s timeout (it must not hang), the others under `--timeout-s`.
+
+Run from the repository root: `python -m tests.experiments.trust_cases` (writes `tests/results/trust.json`);
+`--code /tmp/before --out tests/results/trust-before.json` for the code before issue 22 (a worktree of commit
+915f03d). `python -m tests.experiments.trust_table` turns both, and the Ray measurements, into docs/trust.md's
 table.
 """
 
@@ -32,9 +35,10 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from common import ROOT, command_line, environment, load_since, loadavg_1m, results_path, save_results
 
-RESULTS = results_path("trust")
+from benchmarks.common import ROOT, command_line, environment, load_since, loadavg_1m, results_path, save_results
+
+RESULTS = results_path("trust", "tests")
 MEMORY_LIMIT_BYTES = 4 * 2**30
 SECRET = "SECRET-123"
 
@@ -54,6 +58,9 @@ def scenario(extra: str = "", rate: str = "80", rounds: int = 12) -> str:
     return SCENARIO.format(extra=extra, rate=rate, rounds=rounds)
 
 
+Quotalab = Callable[[list[str]], None]  # runs `quotalab ARGV` in the case's folder; raises if it fails
+
+
 @dataclass(frozen=True)
 class Case:
     item: int  # the issue's item
@@ -61,11 +68,13 @@ class Case:
     argv: list[str]  # after `python -m experiments`
     files: dict[str, str | bytes] = field(default_factory=dict)  # written mode 0600 in the case's folder
     modes: dict[str, int] = field(default_factory=dict)
-    prepare: Callable[[Path, dict[str, str]], None] | None = None  # (folder, environment) -> more set-up
+    prepare: Callable[[Path, Quotalab], None] | None = None  # (folder, a way to run quotalab) -> more set-up
     umask: int | None = None
     written: str = ""  # a folder whose modes are recorded (quotalab keys)
     memory_limit: bool = False  # under MEMORY_LIMIT_BYTES of address space (not Spark's JVM: it reserves more)
     timeout_s: float | None = None  # instead of --timeout-s (a case that may hang)
+    status: int = 2  # the exit status this code gives: 2 refused in one line, 0 accepted
+    warns: bool = False  # accepted with one warning
 
 
 # --- damaged runs (item 5) ---------------------------------------------------------------------------------------
@@ -92,13 +101,12 @@ def store_as(part: Path, column: str, stored: pa.DataType) -> None:
     pq.write_table(table.set_column(index, column, table.column(column).cast(stored)), part)
 
 
-def damaged_run(damage: Callable[[Path], None]) -> Callable[[Path, dict[str, str]], None]:
+def damaged_run(damage: Callable[[Path], None]) -> Callable[[Path, Quotalab], None]:
     """A set-up that writes a 12-round run in `run/` with the code under test, then damages it."""
 
-    def prepare(folder: Path, env: dict[str, str]) -> None:
+    def prepare(folder: Path, quotalab: Quotalab) -> None:
         (folder / "tiny.yaml").write_text(scenario())
-        command = [sys.executable, "-m", "experiments", "run", "tiny.yaml", "--out", "run"]
-        subprocess.run(command, cwd=folder, env=env, check=True, capture_output=True)
+        quotalab(["run", "tiny.yaml", "--out", "run"])
         damage(folder / "run")
 
     return prepare
@@ -108,16 +116,21 @@ def _every_rounds_part(run_dir: Path) -> list[Path]:
     return sorted((run_dir / "rounds").glob("*.parquet"))
 
 
-def _make_fifo(folder: Path, env: dict[str, str]) -> None:
+def _make_fifo(folder: Path, quotalab: Quotalab) -> None:
     os.mkfifo(folder / "day.csv")
 
 
-def _key_directory(key_mode: int, directory_mode: int) -> Callable[[Path, dict[str, str]], None]:
+def _write_big_trace(folder: Path, quotalab: Quotalab) -> None:
+    """1,000,000 rows `round,msgs_per_s` (the rate is the round, to 12 decimals): 25 MiB, over a trace's 16 MiB."""
+    lines = "".join(f"{r},{r}.000000000000\n" for r in range(1_000_000))
+    (folder / "day.csv").write_text("round,msgs_per_s\n" + lines)
+
+
+def _key_directory(key_mode: int, directory_mode: int) -> Callable[[Path, Quotalab], None]:
     """A set-up that writes keys for b1 and b2 with `quotalab keys`, then loosens b1.key's and the folder's modes."""
 
-    def prepare(folder: Path, env: dict[str, str]) -> None:
-        command = [sys.executable, "-m", "experiments", "keys", "--out", "keys", "--brokers", "b1", "b2"]
-        subprocess.run(command, cwd=folder, env=env, check=True, capture_output=True)
+    def prepare(folder: Path, quotalab: Quotalab) -> None:
+        quotalab(["keys", "--out", "keys", "--brokers", "b1", "b2"])
         (folder / "keys" / "b1.key").chmod(key_mode)
         (folder / "keys").chmod(directory_mode)
 
@@ -138,6 +151,8 @@ CASES: dict[str, Case] = {
         "a run signed with the shared HMAC key",
         RUN,
         {"trust.yaml": scenario("reporting: {hmac_key_file: cluster.key}"), "cluster.key": SECRET + "\n"},
+        status=0,
+        warns=True,
     ),
     "trace names a key file": Case(
         3,
@@ -155,13 +170,8 @@ CASES: dict[str, Case] = {
         timeout_s=30,
     ),
     "trace of 20 MB": Case(
-        3,
-        "a 1,000,000-line trace (20 MB)",
-        RUN,
-        {
-            "trust.yaml": scenario(rate=TRACE, rounds=3),
-            "day.csv": "round,msgs_per_s\n" + "".join(f"{r},{r:.12f}\n" for r in range(1_000_000)),
-        },
+        3, "a 1,000,000-line trace (20 MB)", RUN, {"trust.yaml": scenario(rate=TRACE, rounds=3)},
+        prepare=_write_big_trace,
     ),
     "--set 5,000 levels deep": Case(
         4, "`--set name=[[[...]]]` 5,000 deep", ["run", "trust.yaml", "--set", _deep_set()], {"trust.yaml": scenario()}
@@ -183,7 +193,7 @@ CASES: dict[str, Case] = {
     ),
     "keys under umask 000": Case(
         7, "`quotalab keys --out keys --brokers b1` with umask 000", ["keys", "--out", "keys", "--brokers", "b1"],
-        umask=0, written="keys",
+        umask=0, written="keys", status=0,
     ),
     "a key others may read": Case(
         7, "key_dir holding b1.key mode 0644", RUN, {"trust.yaml": scenario("reporting: {key_dir: keys}")},
@@ -196,16 +206,45 @@ CASES: dict[str, Case] = {
 }  # fmt: skip
 
 
+def set_up(case: Case, folder: Path, quotalab: Quotalab) -> None:
+    """Write the files of `case` in `folder` and run its set-up (its `quotalab` commands through `quotalab`)."""
+    for name, content in case.files.items():
+        path = folder / name
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+        path.chmod(case.modes.get(name, 0o600))
+    if case.prepare is not None:
+        case.prepare(folder, quotalab)
+
+
+def what_a_user_sees(case: Case, folder: Path, status: int | str, stdout: str, stderr: str) -> dict[str, Any]:
+    """The command's exit `status` and output, as docs/trust.md's table describes them; for a case that writes
+    files, their modes."""
+    lines = stderr.splitlines()
+    seen = {
+        "exit": status,
+        "stderr_lines": len(lines),
+        "traceback": "Traceback" in stderr,
+        "java_stack_lines": sum(line.lstrip().startswith("at ") for line in lines),
+        "first_line": (lines[0] if lines else "")[:240],
+        "warnings": [line[:240] for line in lines if "warning:" in line],
+        "secret_shown": SECRET in stdout + stderr,
+    }
+    if case.written:
+        seen["modes"] = _modes(folder / case.written)
+    return seen
+
+
 def run_case(case: Case, code: Path, timeout_s: float) -> dict[str, Any]:
+    """Run `case` in a process of its own on the code of `code`: what a user sees, the time and peak RSS."""
     folder = Path(tempfile.mkdtemp(prefix="quotalab-trust-"))
     try:
         env = {**os.environ, "PYTHONPATH": str(code), "RAY_ADDRESS": ""}
-        for name, content in case.files.items():
-            path = folder / name
-            path.write_bytes(content if isinstance(content, bytes) else content.encode())
-            path.chmod(case.modes.get(name, 0o600))
-        if case.prepare is not None:
-            case.prepare(folder, env)
+
+        def quotalab(argv: list[str]) -> None:
+            command = [sys.executable, "-m", "experiments", *argv]
+            subprocess.run(command, cwd=folder, env=env, check=True, capture_output=True)
+
+        set_up(case, folder, quotalab)
         return _measure(case, folder, env, timeout_s)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -226,21 +265,12 @@ def _measure(case: Case, folder: Path, env: dict[str, str], timeout_s: float) ->
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
-    lines = stderr.splitlines()
-    result = {
-        "exit": "timeout" if timed_out else os.waitstatus_to_exitcode(status),
+    exit_status = "timeout" if timed_out else os.waitstatus_to_exitcode(status)
+    return {
+        **what_a_user_sees(case, folder, exit_status, stdout, stderr),
         "seconds": round(time.monotonic() - started, 1),
-        "stderr_lines": len(lines),
-        "traceback": "Traceback" in stderr,
-        "java_stack_lines": sum(line.lstrip().startswith("at ") for line in lines),
-        "first_line": (lines[0] if lines else "")[:240],
-        "warnings": [line[:240] for line in lines if "warning:" in line],
-        "secret_shown": SECRET in stdout + stderr,
         "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
     }
-    if case.written:
-        result["modes"] = _modes(folder / case.written)
-    return result
 
 
 def _wait(process: subprocess.Popen, timeout_s: float) -> tuple[int, resource.struct_rusage, bool]:

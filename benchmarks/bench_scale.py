@@ -17,9 +17,11 @@ figures for each:
 
 Ten times the brokers (`tenfold`): 1,000 brokers x the same 100,000 groups (5 brokers each, 500 a broker),
 fair-share-safe, local, with an inbox per broker (`brokers_per_inbox: 1`, as shipped) and with 10 brokers
-sharing an inbox (one report per inbox, read by all 10). `cost_model` holds what docs/scale.md derives from
-both sizes: bytes per group entry and per report (from the codec), memory per group entry and per peer (the
-arrays of one broker's node), and CPU time per report and per entry delivered.
+sharing an inbox (one report per inbox, read by all 10). `profile`: fair-share-safe's steady rounds at PIP-82's
+size under cProfile, in a run of its own (`PROFILED`: the share of each part). `cost_model`: what docs/scale.md
+derives from the local fair-share-safe runs (with a third size, 20 brokers x 20,000 groups): bytes per group
+entry and per report (from the codec), memory per group entry and per peer (the arrays of the brokers' nodes),
+CPU per group entry held, per broker and per report delivered, and the telemetry writer's CPU per row.
 
 Targets (issue 42): fair-share-safe local >= 5 rounds/s, Ray >= 3 rounds/s, ready <= 10 s, peak RSS <= 1.5
 GiB local, published bytes per round <= 1.5x pip82-proportional's, no round over the quota; at 1,000 brokers
@@ -56,7 +58,16 @@ from actors.hosts.broker_host import BrokerHost
 from allocator.wire.codec import encode_report
 from allocator.wire.usage_report import UsageReport
 from benchmarks.bench_runtime import message_bytes, writer_for
-from benchmarks.common import ROOT, descendants, environment, load_since, loadavg_1m, results_path, save_results
+from benchmarks.common import (
+    ROOT,
+    command_line,
+    descendants,
+    environment,
+    load_since,
+    loadavg_1m,
+    results_path,
+    save_results,
+)
 from experiments.planner import build_plan
 from experiments.scenario import load_scenario
 
@@ -486,7 +497,7 @@ def _table(result: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = command_line(__doc__)
     parser.add_argument("--quick", action="store_true", help="20 brokers x 20,000 groups, fair-share-safe, local only")
     parser.add_argument("--no-ray", action="store_true", help="local backend only")
     parser.add_argument("--no-tenfold", action="store_true", help="leave out the 1,000-broker runs")

@@ -55,7 +55,7 @@ import pyarrow.dataset as ds
 from actors.drivers.lockstep import run_lockstep
 from actors.hosts.backends import LocalBackend, make_backend
 from actors.hosts.broker_host import BrokerHost
-from allocator.wire.codec import encode_report
+from allocator.wire.codec import decode_batch, encode_report
 from allocator.wire.usage_report import UsageReport
 from benchmarks.bench_runtime import message_bytes, writer_for
 from benchmarks.common import (
@@ -398,30 +398,34 @@ def _targets(runs: dict[str, dict[str, Any]], quick: bool) -> dict[str, bool]:
 
 
 def cost_model(runs: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    """What docs/scale.md derives from fair-share-safe's local runs with interest routing (at least three sizes):
+    """What docs/scale.md derives from fair-share-safe's local runs with interest routing (at least two sizes):
     bytes per group entry and per report on the wire (the codec); memory per group entry (a group x slot of a
-    broker's usage table) and per peer a broker knows, fitted to the arrays of every run's nodes; the main thread's
-    CPU per steady round, fitted as a time per group entry held (group x owner), per broker and per report
-    delivered; and the telemetry writer's CPU per row."""
-    fitted = [run for key, run in runs.items() if _complete(run) and key.endswith("local/interest") or
-              key.startswith("tenfold/")]  # fmt: skip
-    fitted = [run for run in fitted if _complete(run) and run["policy"] == POLICIES[0]]
-    if len({(run["brokers"], run["groups"], run["brokers_per_inbox"]) for run in fitted}) < 3:
+    broker's usage table) and per peer a broker knows, fitted to the arrays of every run's nodes; the CPU to decode
+    a report, timed on the codec itself; the main thread's CPU a steady round less its reports' decoding, fitted as
+    a time per group entry held (group x owner) and per broker; and the telemetry writer's CPU per row."""
+    fitted = [
+        run
+        for key, run in runs.items()
+        if _complete(run)
+        and run["policy"] == POLICIES[0]
+        and run["backend"] == "local"
+        and run["routing"] == "interest"
+    ]
+    if len({(run["brokers"], run["groups"]) for run in fitted}) < 2:
         return None
 
     def delivered_reports(run: dict[str, Any]) -> float:
         published = run["bytes"]["published_per_round"]
         return run["reports_per_round"] * (run["bytes"]["delivered_per_round"] / published if published else 1.0)
 
-    held = [run["node_bytes"]["entries"] for run in fitted]
-    pairs = [run["groups"] * 5.0 for run in fitted]  # group entries held: every group on 5 brokers
-    per_round = np.array([[p, run["brokers"], delivered_reports(run)] for p, run in zip(pairs, fitted, strict=True)])
-    cpu = [run["cpu_s_per_round"]["main_thread"] for run in fitted]
+    decode_s = decode_seconds_per_report()
+    per_round = np.array([[run["groups"] * 5.0, run["brokers"]] for run in fitted])  # every group on 5 brokers
+    cpu = [run["cpu_s_per_round"]["main_thread"] - delivered_reports(run) * decode_s for run in fitted]
     seconds = np.linalg.lstsq(per_round, cpu, rcond=None)[0]
+    held = [run["node_bytes"]["entries"] for run in fitted]
     peers = [run["node_bytes"]["peers"] for run in fitted]
-    memory = np.linalg.lstsq(
-        np.array([held, peers]).T, [run["node_bytes"]["array_bytes"] for run in fitted], rcond=None
-    )[0]
+    array_bytes = [run["node_bytes"]["array_bytes"] for run in fitted]
+    memory = np.linalg.lstsq(np.array([held, peers]).T, array_bytes, rcond=None)[0]
     reference = runs.get("fair-share-safe/local/interest")
     writer = None
     if _complete(reference):  # the process's CPU beyond the main thread's: the telemetry writer's thread
@@ -430,10 +434,30 @@ def cost_model(runs: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     return {
         "fitted_runs": [f"{r['brokers']}x{r['groups']}/inbox-{r['brokers_per_inbox']}" for r in fitted],
         "wire_bytes": wire_bytes(),
-        "seconds": {"per_entry_held": seconds[0], "per_broker": seconds[1], "per_report_delivered": seconds[2]},
+        "seconds": {"per_entry_held": seconds[0], "per_broker": seconds[1], "per_report_delivered": decode_s},
         "memory_bytes": {"per_entry": memory[0], "per_peer": memory[1]},
         "writer_seconds_per_row": writer,
     }
+
+
+def decode_seconds_per_report(n_reports: int = 5000, entries: int = 4) -> float:
+    """Thread CPU seconds to decode one report of `entries` entries (a 1,000-broker cluster's ~4), in a batch of
+    `n_reports` from as many brokers (`decode_batch`, as a broker reads its inbox); the best of three."""
+    rates = np.full((entries, 1), 123.0)
+    payloads = [
+        encode_report(
+            UsageReport(f"broker-{i:04d}", 0, 7, 1_000_000_000, 60_000, ("publish_msgs_per_s",),
+                        np.arange(i, i + entries), rates, rates),
+            float32=True,
+        )
+        for i in range(n_reports)
+    ]  # fmt: skip
+    best_s = np.inf
+    for _ in range(3):
+        start_s = time.thread_time()
+        decode_batch(payloads, ("publish_msgs_per_s",))
+        best_s = min(best_s, time.thread_time() - start_s)
+    return best_s / n_reports
 
 
 def run(

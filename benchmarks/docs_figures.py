@@ -73,16 +73,151 @@ def _node_scale() -> list[Row]:
 
 def _scale() -> list[Row]:
     data = result("scale")
-    local = data["runs"]["local/interest"]
+    local = data["runs"]["fair-share-safe/local/interest"]
     return [
         (
-            f"PIP-82 scale, local, interest routing: {data['size']['brokers']} brokers x "
+            f"PIP-82 scale, fair-share-safe, local, interest routing: {data['size']['brokers']} brokers x "
             f"{data['size']['groups']:,} groups (`bench_scale.py`)",
             f"ready in {local['ready_s']:.1f} s, {local['steady_rounds_per_s']:.2f} rounds/s",
             f">= {data['targets']['local_rounds_per_s']:g} rounds/s, ready <= {data['targets']['ready_s']:g} s",
-            _when(data),
+            _when({**local, "at": data["at"]}),
         )
     ]
+
+
+def _scale_run_row(name: str, run: dict[str, Any]) -> str:
+    if run.get("status") != "complete":
+        return f"| {name} | {run.get('status')} | | | | | | | |"
+    load = run["loadavg_1m"]
+    return (
+        f"| {name} | {run['ready_s']:.1f} s | {run['steady_rounds_per_s']:.2f} | "
+        f"{'driver ' if run['backend'] == 'ray' else ''}{run['cpu_s_per_round']['main_thread']:.2f} s | "
+        f"{run['peak_rss_bytes'] / 2**30:.2f} GiB | "
+        f"{run['reports_per_round']:,.0f} | {run['bytes']['published_per_round'] / 1e6:.2f} MB / "
+        f"{run['bytes']['delivered_per_round'] / 1e6:.2f} MB | {run['start']['bytes_published'] / 1e6:.1f} MB | "
+        f"{run['worst_over_quota']['fraction']:.4f} ({run['worst_over_quota']['rounds_over']}) | "
+        f"{load['before']:.1f} |"
+    )
+
+
+_SCALE_HEADER = (
+    "| configuration | ready | rounds/s | CPU a round (main thread) | peak RSS | reports a round "
+    "| published / delivered a round | published at the start | worst group / quota (rounds over) | load |\n"
+    "|---|---|---|---|---|---|---|---|---|---|\n"
+)
+
+
+def scale_table() -> str:
+    """docs/scale.md: both policies at PIP-82's size, every configuration `bench_scale.py` ran."""
+    data = result("scale")
+    runs = data["runs"]
+    rows = [_scale_run_row(f"{name.replace('/', ', ')}", run) for name, run in runs.items() if name.count("/") == 2]
+    met = ", ".join(f"`{key}` {'met' if ok else '**missed**'}" for key, ok in data["met"].items())
+    targets = ", ".join(
+        f"`{key}` {value / 2**30:g} GiB" if key.endswith("_bytes") else f"`{key}` {value:g}"
+        for key, value in data["targets"].items()
+    )
+    return _SCALE_HEADER + "\n".join(rows) + f"\n\nTargets ({targets}): {met}.\n"
+
+
+def scale_profile_table() -> str:
+    """docs/scale.md: where fair-share-safe's steady rounds at PIP-82's size go (cProfile, local)."""
+    profile = result("scale")["profile"]
+    if profile.get("status") != "complete":
+        return f"(profile: {profile.get('status')})\n"
+    lines = [
+        f"Shares of {profile['steady_rounds']} steady rounds' wall time, {profile['policy']}, local, "
+        f"{profile['brokers']} brokers x {profile['groups']:,} groups (cProfile; parts may nest):",
+        "",
+        "| part | share of the round |",
+        "|---|---|",
+    ]
+    lines += [f"| {part} | {share:.0%} |" for part, share in profile["shares"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def scale_tenfold_table() -> str:
+    """docs/scale.md: 1,000 brokers x the same groups, with an inbox per broker and inboxes shared."""
+    data = result("scale")
+    hundred = data["runs"]["fair-share-safe/local/interest"]
+    rows = []
+    for name, run in data["runs"].items():
+        if not name.startswith("tenfold/"):
+            continue
+        rows.append(_scale_run_row(_inboxes(run.get("brokers_per_inbox", 1)), run))
+    lines = [_SCALE_HEADER + "\n".join(rows)]
+    for name, run in data["runs"].items():
+        if name.startswith("tenfold/") and run.get("status") == "complete":
+            ratio = run["bytes"]["published_per_round"] / hundred["bytes"]["published_per_round"]
+            delivered = run["bytes"]["delivered_per_round"] / hundred["bytes"]["delivered_per_round"]
+            reports = run["reports_per_round"] / hundred["reports_per_round"]
+            lines.append(
+                f"- {_inboxes(run['brokers_per_inbox'])}: {ratio:.2f}x the bytes published a round at "
+                f"{hundred['brokers']} brokers ({delivered:.2f}x delivered); {reports:.1f}x the reports a round "
+                f"({run['reports_per_round']:,.0f} against {hundred['reports_per_round']:,.0f}; at the start "
+                f"{run['start']['reports_sent']:,.0f} against {hundred['start']['reports_sent']:,.0f})"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _inboxes(brokers_per_inbox: int) -> str:
+    return "1,000 brokers, an inbox each" if brokers_per_inbox == 1 else f"1,000 brokers, {brokers_per_inbox} an inbox"
+
+
+def scale_model_table() -> str:
+    """docs/scale.md: the cost model fitted to the runs, and what it says of 1,000 brokers x 10 million groups."""
+    data = result("scale")
+    model = data["cost_model"]
+    if model is None:
+        return "(not measured: `bench_scale.py` ran too few sizes)\n"
+    wire, seconds, memory = model["wire_bytes"], model["seconds"], model["memory_bytes"]
+    lines = [
+        f"Fitted to {', '.join(model['fitted_runs'])} (brokers x groups / brokers per inbox):",
+        "",
+        "| cost | measured |",
+        "|---|---|",
+        f"| bytes on the wire per group entry (id, usage, demand; float32) | {wire['per_entry']:.0f} B |",
+        f"| bytes per report (envelope and header) | {wire['per_report']:.0f} B |",
+        f"| memory per group entry held (a group x slot of a usage table, with the policy's) | "
+        f"{memory['per_entry']:.0f} B |",
+        f"| memory per peer a broker knows | {memory['per_peer']:.0f} B |",
+        f"| CPU per group entry held, per round | {seconds['per_entry_held'] * 1e6:.2f} us |",
+        f"| CPU per broker, per round | {seconds['per_broker'] * 1e3:.2f} ms |",
+        f"| CPU per report delivered (its decoding, timed on the codec) | "
+        f"{seconds['per_report_delivered'] * 1e6:.1f} us |",
+    ]
+    if model["writer_seconds_per_row"] is not None:
+        lines.append(f"| telemetry writer CPU per row (Parquet) | {model['writer_seconds_per_row'] * 1e6:.2f} us |")
+    lines += ["", *_ten_million_lines(model)]
+    return "\n".join(lines) + "\n"
+
+
+def _ten_million_lines(model: dict[str, Any]) -> list[str]:
+    """1,000 brokers x 10 million groups, 5 brokers a group (50,000 a broker, every broker a peer of every other),
+    from the model, on a Ray cluster of N nodes of 2 cores: CPU with a report from every broker to every other each
+    round; bytes of a forced round (every entry sent)."""
+    brokers, groups, owners, slots, cores = 1000, 10_000_000, 5, 8, 2
+    wire, seconds, memory = model["wire_bytes"], model["seconds"], model["memory_bytes"]
+    entries = groups * owners
+    lines = [
+        "| N nodes (2 cores each) | CPU a round, per node | memory per node | bytes a forced round "
+        "(an inbox per broker / 10 an inbox) | telemetry rows a round, at the driver |",
+        "|---|---|---|---|---|",
+    ]
+    for n_nodes in (1, 10, 100, 1000):
+        reports = brokers * (brokers - 1)  # 50,000 groups a broker: every other broker shares one
+        cpu_s = entries * seconds["per_entry_held"] + brokers * seconds["per_broker"]
+        cpu_s += reports * seconds["per_report_delivered"]
+        memory_bytes = brokers * (entries / brokers * slots * memory["per_entry"] + (brokers - 1) * memory["per_peer"])
+        wire_bytes = entries * (owners - 1) * wire["per_entry"] + reports * wire["per_report"]
+        shared = entries * (owners - 1) * wire["per_entry"] + brokers * (brokers / 10) * wire["per_report"]
+        writer_s = entries * (model["writer_seconds_per_row"] or 0.0)
+        lines.append(
+            f"| {n_nodes:,} | {cpu_s / (n_nodes * cores):,.3g} s | {memory_bytes / n_nodes / 2**30:,.2f} GiB | "
+            f"{wire_bytes / 1e9:.2f} GB / {shared / 1e9:.2f} GB | "
+            f"{entries / 1e6:.0f} M ({writer_s:,.0f} s of one core) |"
+        )
+    return lines
 
 
 def _runtime() -> list[Row]:
@@ -159,7 +294,13 @@ def benchmarks_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-TABLES: dict[str, Callable[[], str]] = {"benchmarks": benchmarks_table}
+TABLES: dict[str, Callable[[], str]] = {
+    "benchmarks": benchmarks_table,
+    "scale": scale_table,
+    "scale-tenfold": scale_tenfold_table,
+    "scale-profile": scale_profile_table,
+    "scale-model": scale_model_table,
+}
 
 
 def rewrite(text: str) -> str:

@@ -78,10 +78,11 @@ def build_plan(scenario: Scenario) -> Plan:
         public_keys=PublicKeys({name: signer.public_key() for name, signer in signers.items()}) if signers else None,
     )
     interest = scenario.channel.routing == "interest"
+    brokers_per_inbox = scenario.channel.brokers_per_inbox
     channel = ChannelPlan(
         **_channel_fields(asdict(scenario.channel), interval_s),
         routing=scenario.channel.routing,
-        topics=len(scenario.brokers) if interest else scenario.channel.shards,
+        topics=-(-len(scenario.brokers) // brokers_per_inbox) if interest else scenario.channel.shards,
         transport=scenario.channel.transport,
         redis_url=scenario.channel.redis_url,
         pubsub_buffer_limit=scenario.channel.pubsub_buffer_limit,
@@ -90,9 +91,9 @@ def build_plan(scenario: Scenario) -> Plan:
         _served_groups(broker, scenario.events, group_index, [p.group for _, p in _producers_on(scenario, broker.name)])
         for broker in scenario.brokers
     ]
-    routes = _interest_routes(served, len(scenario.groups)) if interest else None
+    routes = _interest_routes(served, len(scenario.groups), brokers_per_inbox) if interest else None
     brokers = tuple(
-        _broker_plan(scenario, index, spec, group_ids, routes, signers.get(spec.name))
+        _broker_plan(scenario, index, spec, group_ids, routes, signers.get(spec.name), brokers_per_inbox)
         for index, (spec, group_ids) in enumerate(zip(scenario.brokers, served, strict=True))
     )
     return Plan(
@@ -200,21 +201,27 @@ def _served_groups(
     return np.array([group_index[name] for name in names], dtype=np.int64)
 
 
-def _interest_routes(served: list[np.ndarray], n_groups: int) -> list[Routes]:
-    """Per broker, per group it serves: the inbox topics (plan indices) of the group's other owners."""
+def _interest_routes(served: list[np.ndarray], n_groups: int, brokers_per_inbox: int = 1) -> list[Routes]:
+    """Per broker, per group it serves: the inbox topics of the group's other owners, each once (broker i reads
+    inbox `i // brokers_per_inbox`; with 1, an inbox is a broker's plan index)."""
     owner_group = np.concatenate(served)
     owner_broker = np.repeat(np.arange(len(served)), [len(ids) for ids in served])
     owners_by_group = owner_broker[np.argsort(owner_group, kind="stable")]
     n_owners = np.bincount(owner_group, minlength=n_groups)
     first_owner = np.cumsum(n_owners) - n_owners
+    n_inboxes = -(-len(served) // brokers_per_inbox)
     routes = []
     for broker, group_ids in enumerate(served):
         counts = n_owners[group_ids]
         within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
         owners = owners_by_group[np.repeat(first_owner[group_ids], counts) + within]
-        others = owners[owners != broker]
-        offsets = np.concatenate([[0], np.cumsum(counts - 1)]).astype(np.int64)
-        routes.append(Routes(offsets=offsets, topics=others.astype(TOPIC_DTYPE)))
+        other = owners != broker
+        row = np.repeat(np.arange(len(group_ids)), counts)[other]
+        # an inbox once per group, however many of the group's other owners read it; in increasing order
+        pairs = np.unique(row * n_inboxes + owners[other] // brokers_per_inbox)
+        row, inbox = np.divmod(pairs, n_inboxes)
+        offsets = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=len(group_ids)))]).astype(np.int64)
+        routes.append(Routes(offsets=offsets, topics=inbox.astype(TOPIC_DTYPE)))
     return routes
 
 
@@ -225,13 +232,14 @@ def _broker_plan(
     group_ids: np.ndarray,
     interest_routes: list[Routes] | None,
     signer: Signer | None,
+    brokers_per_inbox: int = 1,
 ) -> BrokerPlan:
     group_names = tuple(scenario.groups[gid].name for gid in group_ids.tolist())
     if interest_routes is None:
         routes = Routes.sharded(group_ids, scenario.channel.shards)
         subscriptions = tuple(np.unique(routes.topics).tolist())
     else:
-        routes, subscriptions = interest_routes[index], (index,)
+        routes, subscriptions = interest_routes[index], (index // brokers_per_inbox,)
     offset_s = 0.0
     if scenario.mode == "realtime" and scenario.realtime.clock_offset_s > 0:
         bound = scenario.realtime.clock_offset_s

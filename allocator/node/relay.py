@@ -44,7 +44,9 @@ class Relay:
     def unmark(self, payloads: list[bytes]) -> tuple[list[bytes], np.ndarray]:
         """The payloads received, without the mark of a copy, and bool[n]: which were copies (none where this
         cluster does not pass news on)."""
-        copies = np.array([self.enabled and payload[:1] == MARK for payload in payloads], dtype=bool)
+        if not self.enabled:
+            return payloads, np.zeros(len(payloads), dtype=bool)
+        copies = np.array([payload[:1] == MARK for payload in payloads], dtype=bool)
         return [payload[1:] if copy else payload for payload, copy in zip(payloads, copies, strict=True)], copies
 
     def note(

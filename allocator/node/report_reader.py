@@ -58,7 +58,7 @@ class ReportReader:
         report of the batch. With `issued` (broker -> the highest incarnation the registry issued it), a report of
         a broker or an incarnation it did not issue is refused."""
         batch, errors = self._decoded(payloads, now_s, issued)
-        positions = np.array([p for p in range(len(payloads)) if p not in errors], dtype=np.int64)
+        positions = np.delete(np.arange(len(payloads), dtype=np.int64), list(errors))
         if self._pulsar is not None:  # it reads the last arrived first
             positions = positions[::-1]
         if issued is None or not len(batch):

@@ -274,9 +274,13 @@ class UsageTable:
         return self._refreshed_s[:, : self.n_slots]
 
     def last_heard_s(self) -> np.ndarray:
-        """[G] when a report of another broker last refreshed an entry of each group (-inf: none held)."""
-        refreshed = np.where(self.slot_broker[:, 1:] != FREE, self._refreshed_s[:, 1:], -np.inf)
-        return refreshed.max(axis=1, initial=-np.inf)
+        """[G] when a report of another broker last refreshed an entry of each group (-inf: none held). A slot
+        column at a time, the slots in use only (those after `n_slots` are free in every row)."""
+        last_s = np.full(len(self.group_ids), -np.inf)
+        for slot in range(OWN + 1, self.n_slots):
+            held = self.slot_broker[:, slot] != FREE
+            np.maximum(last_s, np.where(held, self._refreshed_s[:, slot], -np.inf), out=last_s)
+        return last_s
 
     def view_brokers(self) -> np.ndarray:
         """Number of brokers present in this broker's view, per group (summed a slot column at a time: numpy's
@@ -287,8 +291,12 @@ class UsageTable:
         return count
 
     def listed_brokers(self) -> np.ndarray:
-        """[G] how many brokers the registry lists as serving each group (this one included when it does)."""
-        return self.listed[:, : self.n_slots].sum(axis=1)
+        """[G] how many brokers the registry lists as serving each group (this one included when it does), summed a
+        slot column at a time (as `view_brokers`)."""
+        count = np.zeros(len(self.group_ids), dtype=np.int64)
+        for slot in range(self.n_slots):
+            count += self.listed[:, slot]
+        return count
 
     def view_usage(self) -> np.ndarray:
         """[G, D] each group's usage as this broker sees it: its own entry and every present peer entry, summed."""

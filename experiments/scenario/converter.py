@@ -79,6 +79,7 @@ _RULES: dict[type, dict[str, Any]] = {
         "jitter_rounds": _DELAY,
         "shards": checks.Range(1, cap=MAX_TOPICS),
         "routing": ("broadcast", "interest"),
+        "brokers_per_inbox": checks.Range(1, cap=MAX_BROKERS),
         "transport": ("simulated", "redis"),
     },
     RealtimeSpec: {"jitter_pct": checks.Range(0, 50), "clock_offset_s": checks.Range(0, cap=MAX_CLOCK_OFFSET_S)},

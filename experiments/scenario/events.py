@@ -33,7 +33,7 @@ def _quota_event(value: Any, key: str, context: Context) -> tuple[str, dict[str,
 
 
 def _channel_event(value: Any, key: str, context: Context) -> tuple[str, dict[str, Any]]:
-    fixed = ("shards", "routing", "transport", "redis_url", "pubsub_buffer_limit")  # the topology is set at the start
+    fixed = ("shards", "routing", "brokers_per_inbox", "transport", "redis_url", "pubsub_buffer_limit")  # the topology
     changes = sections.channel(value, key, context, exclude=fixed)
     if not changes:
         raise checks.FieldError(key, "must change at least one channel setting")

@@ -301,6 +301,8 @@ def channel(raw: Any, key: str, context: Context, exclude: Sequence[str] = ()) -
         )
     if "partitions" in body:
         settings["partitions"] = _partitions(body["partitions"], checks.at(key, "partitions"), context)
+    if settings.get("brokers_per_inbox", 1) != 1 and settings.get("routing", "broadcast") != "interest":
+        raise checks.FieldError(checks.at(key, "brokers_per_inbox"), "shares inboxes: needs routing: interest")
     return settings
 
 

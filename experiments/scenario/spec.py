@@ -93,6 +93,8 @@ class ChannelSpec:
     partitions: tuple[tuple[str, ...], ...] = ()
     shards: int = 1
     routing: str = "broadcast"  # broadcast: shards keyed by group id | interest: one inbox topic per broker
+    # interest: brokers (in plan order) that share one inbox topic and each read all of it; 1: an inbox per broker
+    brokers_per_inbox: int = 1
     # simulated: quotalab's own channel | redis: Redis Pub/Sub (realtime; the faults above then apply on receipt)
     transport: str = "simulated"
     redis_url: str | None = None  # redis: an existing server (what a Ray cluster needs); none: the run starts one

@@ -85,6 +85,17 @@ def test_broadcast_routes_by_shard_and_interest_to_the_other_owners():
             assert set(topics.tolist()) == owners[group_id] - {broker.index}
 
 
+def test_brokers_sharing_an_inbox_read_it_and_a_group_goes_to_each_inbox_once():
+    plan = build_plan(scenario(channel={"routing": "interest", "brokers_per_inbox": 2}))
+    assert plan.channel.topics == 2  # b1 and b2 read inbox 0, b3 inbox 1
+    owners = {0: {0, 1}, 1: {0, 2}, 2: {1, 2}}  # group id -> plan indices of its owners (with the demand event)
+    for broker in plan.brokers:
+        assert broker.subscriptions == (broker.index // 2,)
+        for row, group_id in enumerate(broker.group_ids.tolist()):
+            topics = broker.routes.topics[broker.routes.offsets[row] : broker.routes.offsets[row + 1]].tolist()
+            assert topics == sorted({owner // 2 for owner in owners[group_id] - {broker.index}})
+
+
 def test_each_host_gets_only_its_brokers():
     plan = build_plan(scenario(brokers_per_actor=2))
     hosts = plan.host_plans()

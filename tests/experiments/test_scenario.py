@@ -153,6 +153,16 @@ BAD = {
         "channel.routing",
         "must be one of broadcast, interest, got 'mesh'",
     ),
+    "inboxes shared without interest routing": (
+        base(channel={"brokers_per_inbox": 2}),
+        "channel.brokers_per_inbox",
+        "shares inboxes: needs routing: interest",
+    ),
+    "no broker to an inbox": (
+        base(channel={"routing": "interest", "brokers_per_inbox": 0}),
+        "channel.brokers_per_inbox",
+        "must be >= 1, got 0",
+    ),
     "bad burst probability": (
         base(channel={"burst": {"p_exit": -0.1}}),
         "channel.burst.p_exit",
@@ -204,6 +214,11 @@ BAD = {
     "channel event changing the routing": (
         base(events=[{"at": 1, "channel": {"routing": "interest"}}]),
         "events[0].channel.routing",
+        "unknown key (allowed: loss, burst, delay_rounds, jitter_rounds, duplicate, reorder, partitions)",
+    ),
+    "channel event sharing inboxes": (
+        base(events=[{"at": 1, "channel": {"brokers_per_inbox": 2}}]),
+        "events[0].channel.brokers_per_inbox",
         "unknown key (allowed: loss, burst, delay_rounds, jitter_rounds, duplicate, reorder, partitions)",
     ),
     "channel event changing the shards": (

@@ -31,9 +31,9 @@ def check_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
         if manifest.get(field) is not None and not isinstance(manifest[field], str):
             fail(field, f"expected a string, got {manifest[field]!r}")
     policy = manifest.get("policy")
-    if policy is not None and not isinstance(policy, str):
-        if not isinstance(policy, dict) or not isinstance(policy.get("name"), str):
-            fail("policy", "expected a name or a mapping with a `name`")
+    named = isinstance(policy, dict) and isinstance(policy.get("name"), str)
+    if policy is not None and not isinstance(policy, str) and not named:
+        fail("policy", "expected a name or a mapping with a `name`")
     completed = manifest.get("rounds_completed")
     if completed is not None and (not isinstance(completed, int) or isinstance(completed, bool) or completed < 0):
         fail("rounds_completed", f"expected a whole number of rounds, got {completed!r}")

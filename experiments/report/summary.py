@@ -268,7 +268,7 @@ NO_GROUPS = pd.Series(
 def _distributions(table: pd.DataFrame, run_id: str) -> dict[str, Any]:
     return {
         row.measure: {
-            "quantiles": [_number(value) for value in (row.quantiles or [])],
+            "quantiles": [_number(value) for value in row.quantiles] if isinstance(row.quantiles, list) else [],
             "count": int(row.count),
             "missing": int(row.missing),
         }

@@ -124,9 +124,9 @@ def _cost(pick: dict[str, Any], others: list[dict[str, Any]], labels: dict[str, 
     name = escape(labels[pick["run_id"]])
     converge = overall["mean_rounds_to_converge"]
     never = (
-        f"every one of its {overall['events']} events"
+        f"every one of its {overall['events']:,} events"
         if not overall["events_not_converged"]
-        else f"{overall['events_not_converged']} of {overall['events']} events never converged"
+        else f"{overall['events_not_converged']:,} of {overall['events']:,} events never converged"
     )
     starved = (
         "starves no broker" if not overall["starved"] else f"starves {percent(overall['starved'])} of broker-rounds"

@@ -130,7 +130,7 @@ def _comparison(runs: list[dict[str, Any]], labels: dict[str, str], manifests: d
                 number(overall["rounds_over_quota_per_100_rounds"], 1),
                 percent(overall["starved"]),
                 number(overall["mean_rounds_to_converge"], 2),
-                f"{overall['events_not_converged']} of {overall['events']}",
+                f"{overall['events_not_converged']:,} of {overall['events']:,}",
                 number(overall["utilization"]),
                 number(overall["jain"]),
                 number(overall["fairness_error"]),

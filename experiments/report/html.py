@@ -164,7 +164,7 @@ def _run_section(run: dict[str, Any], label: str, results: Results, ramps: Secti
         ["policy", run["policy"]],
         ["status", run_status_text(run)],
         ["rounds", run["rounds"]],
-        ["groups (x their quota dimensions)", f"{run['groups_total']:,}"],
+        ["groups (rows: a group per quota dimension)", f"{run['groups_total']:,} ({run['group_rows']:,})"],
         ["brokers", run["brokers"]],
         ["bytes published / round", number(run["bytes_published_per_round"], 0)],
         ["bytes delivered / round", number(run["bytes_delivered_per_round"], 0)],
@@ -197,7 +197,7 @@ def _listed(run: dict[str, Any]) -> str:
     if run["groups_listed"] == "all":
         return ""
     return (
-        f"The {run['groups_listed']} of {run['groups_total']:,} (group, dimension) rows; every one in "
+        f"The {run['groups_listed']} of {run['group_rows']:,} (group, dimension) rows; every one in "
         f"{run['tables']['groups']} (and the other tables under tables/)."
     )
 
@@ -235,8 +235,8 @@ def _groups(run: dict[str, Any], base: str, results: Results, events: pd.DataFra
     if shown:
         parts.append(
             note(
-                f"Figures for {len(shown)} of {run['groups_total']:,} group(s), the worst first (peak overshoot, "
-                "then events never converged, then Jain). Drag to zoom, double-click to reset; a click on a "
+                f"Figures for {len(shown)} of {run['group_rows']:,} (group, dimension) rows, the worst first (peak "
+                "overshoot, then events never converged, then Jain). Drag to zoom, double-click to reset; a click on a "
                 "legend entry hides or shows that line."
             )
         )

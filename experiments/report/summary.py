@@ -209,7 +209,8 @@ def build_summary(manifests: dict[str, dict[str, Any]], results: Results) -> dic
     Extra keys: per run `status`, `rounds`, `reports_sent_per_round`, `reports_suppressed_per_round`,
     `deliveries_dropped` and `deliveries_lost_transport` (report copies lost to the injected faults, to the transport),
     `rounds_to_agree` (per membership event, runs with a pool-size consensus: `agreement`), `overall` (the
-    groups' scores pooled over all of them, for comparing runs), `groups_total` and `brokers` (how many),
+    groups' scores pooled over all of them, for comparing runs), `groups_total`, `group_rows` (a row per group
+    and quota dimension) and `brokers` (how many),
     `groups_listed` (`all`, by name, or `worst N by peak overshoot`, worst first: `groups` holds those),
     `distributions` (per measure, its values at `quantiles` over the groups, `count` and `missing`) and
     `tables` (the full tables' Parquet directories, relative to the report); per group `rounds_over_quota` (the
@@ -248,7 +249,8 @@ def build_summary(manifests: dict[str, dict[str, Any]], results: Results) -> dic
                 "deliveries_lost_transport": _number(traffic.get("deliveries_lost_transport")),
                 "overall": _overall(score),
                 "rounds_to_agree": _agreement_entries(results.agreement, run_id),
-                "groups_total": int(score["group_rows"]),
+                "groups_total": int(score["groups"]),
+                "group_rows": int(score["group_rows"]),
                 "brokers": int(score["brokers"]) if pd.notna(score["brokers"]) else 0,
                 "groups_listed": "all" if listed_all else f"worst {len(shown)} by peak overshoot",
                 "distributions": _distributions(results.distributions, run_id),

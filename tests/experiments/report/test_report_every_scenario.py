@@ -51,7 +51,7 @@ def test_every_shipped_scenario_reports(every_run, spark, tmp_path):
         assert run["status"] == "complete" and run["rounds"] > 0, name
         assert run["groups"] and run["overall"]["events"] >= len(run["groups"]), name  # a start per group at least
     large = by_name["scale-pip82"]
-    assert large["groups_total"] == 300 > ALL_GROUPS_UP_TO and large["brokers"] == 10
+    assert large["groups_total"] == large["group_rows"] == 300 > ALL_GROUPS_UP_TO and large["brokers"] == 10
     assert large["groups_listed"] == f"worst {WORST_GROUPS} by peak overshoot" and len(large["groups"]) == WORST_GROUPS
     peaks = [group["peak_overshoot"] for group in large["groups"]]
     assert peaks == sorted(peaks, reverse=True) and peaks[0] == large["overall"]["peak_overshoot"]

@@ -1,4 +1,4 @@
-"""The resolved plan: what the runtime runs, built once from a checked scenario (`experiments.plan`).
+"""The resolved plan: what the runtime runs, built once from a checked scenario (`experiments.planner`).
 
 Below this boundary nothing is validated again and nothing is translated again:
 - quotas are numpy arrays, `np.inf` the only "unlimited";
@@ -62,13 +62,15 @@ class ChannelPlan:
     routing: str = "broadcast"
     topics: int = 1
     transport: str = "simulated"  # simulated | redis (realtime runs: the faults above then apply on receipt)
-    redis_url: str | None = None  # redis: an existing server; None: the run starts its own (actors.redis_server)
+    redis_url: str | None = (
+        None  # redis: an existing server; None: the run starts its own (actors.transport.redis_server)
+    )
     pubsub_buffer_limit: str | None = None  # the run's own server's `client-output-buffer-limit pubsub` ("64kb 0 0")
 
 
 @dataclass(frozen=True)
 class ConsensusPlan:
-    """The pool-size consensus of a policy that splits by an agreed pool size (`allocator.node.consensus`)."""
+    """The pool-size consensus of a policy that splits by an agreed pool size (`allocator.node.pool_size`)."""
 
     store: str  # memory | redis
     url: str | None
@@ -143,7 +145,9 @@ class HostPlan:
     known_brokers: tuple[str, ...]
     brokers: dict[str, BrokerPlan]
     timer_jitter: float = 0.0  # realtime: a tick's interval varies by up to this fraction
-    pool_consensus: bool = False  # brokers split by the pool size agreed through the consensus (actors.consensus)
+    pool_consensus: bool = (
+        False  # brokers split by the pool size agreed through the consensus (actors.registry.pool_consensus)
+    )
     throttle: ThrottleSettings | None = None  # how brokers with producers throttle them
     session_timeout_s: float | None = None  # the membership registry's (realtime: the host's heartbeats keep it)
 
@@ -268,6 +272,7 @@ class Plan:
     timer_jitter: float = 0.0
     consensus: ConsensusPlan | None = None  # None: the policy splits by no agreed pool size
     throttle: ThrottleSettings | None = None
+    restart_lost_after_rounds: int = 0  # brokers whose host's process died start again so many rounds later (0: never)
 
     def host_plans(self) -> list[HostPlan]:
         """The brokers in slices of `brokers_per_actor`, in plan order, each with the shared settings."""

@@ -10,7 +10,7 @@ Two measurements, each the median of many repetitions (min and p90 given too):
   also given as a ratio to it. Target: at most 0.5 ms for `pip82-steal` and `fair-share`, bound and by `step`,
   in the `process` mode (below); the other policies are timed for comparison.
 - `round`: one full `BrokerNode` round of one broker hosting 5,000 groups, each shared with the same 4 other
-  brokers: `admit`, `build_reports`, `receive` of the 4 other brokers' reports, `cleanup`, `allocate`.
+  brokers: `admit`, `build_reports`, `finish_round` on the 4 other brokers' reports.
   Five nodes are built on the same 5,000 groups and warmed up for a few rounds; in every timed round the
   other four run their first phase (their payloads are prepared) before node 0's round is timed, then
   they run their second phase untimed. Offered load is Poisson around a per-(group, broker) mean, so usage
@@ -34,7 +34,7 @@ to the floor's: what load from elsewhere inflates least.
 
 The machine's load average is recorded with the figures: on a shared machine they are upper bounds.
 
-Run from the repository root: `python benchmarks/bench_allocator.py` (prints a table, writes
+Run from the repository root: `python -m benchmarks.bench_allocator` (prints a table, writes
 `benchmarks/results/allocator.json`); `--step-only` leaves out the rounds, `--step-repeats` and
 `--round-repeats` set the repetitions.
 """
@@ -49,11 +49,11 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
-from common import command_line, environment, load_since, loadavg_1m, results_path, save_results, timed_round
 
 from allocator import policies
 from allocator.node.broker_node import BrokerNode
 from allocator.node.node_settings import NodeSettings
+from benchmarks.common import command_line, environment, load_since, loadavg_1m, results_path, save_results, timed_round
 
 RESULTS = results_path("allocator")
 GROUPS = 5_000
@@ -180,9 +180,7 @@ class _Cluster:
 
     def phase2(self, index: int, payloads: list[bytes], now_s: float) -> None:
         node = self.nodes[index]
-        node.receive(payloads, now_s)
-        node.cleanup(now_s)
-        node.allocate()
+        node.finish_round(payloads, now_s)
 
     def full_round(self, timed: int | None = None) -> tuple[float, dict[str, float], int]:
         """One round of every node; node `timed`'s own round is timed (after the others' first phase)."""
@@ -329,7 +327,7 @@ def _table(result: dict) -> str:
     )
     lines.append(
         f"{'malloc':<11} {'policy':<12} {'thresh%':>7} {'reported':>8} {'median ms':>10} {'min ms':>8} {'p90 ms':>8}"
-        f" {'cpu ms':>7}  admit/build/receive/cleanup/allocate (median ms)"
+        f" {'cpu ms':>7}  admit/build/finish_round (median ms)"
     )
     for mode, measured in result["malloc"].items():
         for row in measured["rounds"]:

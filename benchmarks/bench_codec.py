@@ -13,7 +13,7 @@ few configurations.
 Signing: the signature alone of that report (4 dimensions with demand), made and checked, with the broker's own
 Ed25519 key (`allocator.wire.signing`) against the cluster's HMAC-SHA256 key, in the same run (target: < 1 ms each).
 
-Run from the repository root: `python benchmarks/bench_codec.py` (prints tables, writes
+Run from the repository root: `python -m benchmarks.bench_codec` (prints tables, writes
 `benchmarks/results/codec.json`).
 """
 
@@ -26,13 +26,13 @@ from collections.abc import Callable
 
 import msgpack
 import numpy as np
-from common import command_line, environment, results_path, save_results
 
 from allocator.wire import envelope
 from allocator.wire.codec import decode_report, encode_report
 from allocator.wire.report_fields import DIMENSIONS
 from allocator.wire.signing import PublicKeys, Signer
 from allocator.wire.usage_report import UsageReport
+from benchmarks.common import command_line, environment, results_path, save_results
 
 RESULTS = results_path("codec")
 GROUPS = 5_000

@@ -18,7 +18,7 @@ rounds/s on one core is 5 ms a broker round, everything included).
 
 The machine's load average is recorded with the figures: on a shared machine they are upper bounds.
 
-Run from the repository root: `python benchmarks/bench_node_scale.py` (prints a table, writes
+Run from the repository root: `python -m benchmarks.bench_node_scale` (prints a table, writes
 `benchmarks/results/node_scale.json`).
 """
 
@@ -27,12 +27,21 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from common import PHASES, command_line, environment, load_since, loadavg_1m, results_path, save_results, timed_round
 
 from allocator import policies
 from allocator.node.broker_node import BrokerNode
 from allocator.node.node_settings import NodeSettings
 from allocator.wire.routing import Routes
+from benchmarks.common import (
+    PHASES,
+    command_line,
+    environment,
+    load_since,
+    loadavg_1m,
+    results_path,
+    save_results,
+    timed_round,
+)
 
 RESULTS = results_path("node_scale")
 BROKERS = 100
@@ -90,9 +99,7 @@ class _Cluster:
         outbox, received = timed.outbox, timed.inbox
         for topic, payload in outbox.payloads:
             peer = self.peers[topic]
-            peer.receive([payload], now_s)
-            peer.cleanup(now_s)
-            peer.allocate()
+            peer.finish_round([payload], now_s)
         counts = {
             "payloads_sent": len(outbox.payloads),
             "groups_reported": int(outbox.reported.sum()),

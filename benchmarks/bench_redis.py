@@ -16,13 +16,13 @@ simulated channel.
   transports agree when the difference of their means is within the larger spread (max - min) over seeds.
 
 Timer lags here are the steady state, the manifest's `realtime_lag_steady` (the ticks after the first
-`actors.realtime.STARTUP_ROUNDS`: the first ticks of a cluster are its most expensive and wait for its start);
+`actors.drivers.realtime.STARTUP_ROUNDS`: the first ticks of a cluster are its most expensive and wait for its start);
 the runs have no timer jitter (each broker ticks at its own fixed phase within the round). Each measured run has a
 Ray instance of its own (a second run in one instance met a stall of seconds in one actor mid-run, whatever
-the transport) and a fresh `redis-server` on 127.0.0.1 started here (`actors.redis_server`), whose INFO gives
+the transport) and a fresh `redis-server` on 127.0.0.1 started here (`actors.transport.redis_server`), whose INFO gives
 the CPU and memory. The machine's load average is recorded: other work on a shared machine slows every figure.
 
-Run from the repository root: `python benchmarks/bench_redis.py [--only latency scale outcome] [--quick]`
+Run from the repository root: `python -m benchmarks.bench_redis [--only latency scale outcome] [--quick]`
 (prints tables, writes `benchmarks/results/redis.json`). `--quick`: fewer rounds, one seed.
 """
 
@@ -37,13 +37,13 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from bench_runtime import cluster_scenario, message_bytes, writer_for
-from common import command_line, environment, load_since, loadavg_1m, results_path, save_results
 
-from actors.backends import make_backend
-from actors.realtime import STARTUP_ROUNDS, run_realtime
-from actors.redis_server import RedisServer
-from experiments.plan import build_plan
+from actors.drivers.realtime import STARTUP_ROUNDS, run_realtime
+from actors.hosts.backends import make_backend
+from actors.transport.redis_server import RedisServer
+from benchmarks.bench_runtime import cluster_scenario, message_bytes, writer_for
+from benchmarks.common import command_line, environment, load_since, loadavg_1m, results_path, save_results
+from experiments.planner import build_plan
 from experiments.scenario import load_scenario
 from experiments.scenario.spec import Scenario
 

@@ -21,7 +21,7 @@ alternating, `--repeat` times each (median kept): a load that changes during the
 too: the report's peak RSS, of its Python driver and of its JVM (sampled every 0.2 s), and the sizes of
 report.html and summary.json.
 
-Run from the repository root: `python benchmarks/bench_report.py` (writes `benchmarks/results/report.json`).
+Run from the repository root: `python -m benchmarks.bench_report` (writes `benchmarks/results/report.json`).
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from common import ROOT, command_line, descendants, loadavg_1m, results_path, save_results
 
 from allocator.policies.waterfill import max_min_fair
+from benchmarks.common import ROOT, command_line, descendants, loadavg_1m, results_path, save_results
 
 RESULTS = results_path("report")
 MASTER = "local[2]"

@@ -1,19 +1,19 @@
 """How fast does the runtime go: lockstep rounds per second and realtime timer lag (PIP-82's size: bench_scale).
 
-- `lockstep`: rounds per second of `actors.lockstep.run_lockstep` for 16 brokers and 1,000 groups, each
+- `lockstep`: rounds per second of `actors.drivers.lockstep.run_lockstep` for 16 brokers and 1,000 groups, each
   group on 4 brokers (so 250 groups a broker; a `generated:` scenario, one broker per actor), on the
   `local` backend and on the `ray` backend in the same run. Telemetry is written (a `TelemetryWriter` into
   a temporary directory): it is part of a round. Rounds are timed with the `on_round` callback's
   timestamps, over `timed` rounds after `warmup` rounds; Ray's start-up is timed apart and excluded.
   Target on Ray: at least 10 rounds/s on a 2-core machine.
 - `realtime`: how late the brokers' timers tick at 16 brokers and `interval_s` 0.1 over 300 rounds (the
-  manifest's `realtime_lag` from `actors.realtime.run_realtime`: mean, p50, p99 and max lag in ms), on Ray
+  manifest's `realtime_lag` from `actors.drivers.realtime.run_realtime`: mean, p50, p99 and max lag in ms), on Ray
   and locally. The run's epoch is fixed before the hosts exist, so on Ray the first ticks of every broker
   are as late as its actor took to start (seconds) and the timers then catch up back to back: that start-up
   shows in the mean, p99 and max; the median is the steady state once most ticks come after it.
 The machine's load average is recorded with the figures: other work on a shared machine slows every one.
 
-Run from the repository root: `python benchmarks/bench_runtime.py` (prints tables, writes
+Run from the repository root: `python -m benchmarks.bench_runtime` (prints tables, writes
 `benchmarks/results/runtime.json`); `--no-ray` leaves Ray out.
 """
 
@@ -28,14 +28,14 @@ from typing import Any
 
 import numpy as np
 import pyarrow.dataset as ds
-from common import environment, load_since, loadavg_1m, results_path, save_results
 
-from actors.backends import make_backend
-from actors.lockstep import run_lockstep
+from actors.drivers.lockstep import run_lockstep
+from actors.drivers.realtime import run_realtime
+from actors.hosts.backends import make_backend
 from actors.plan import Plan
-from actors.realtime import run_realtime
-from actors.telemetry import TelemetryWriter
-from experiments.plan import build_plan
+from actors.telemetry.writer import TelemetryWriter
+from benchmarks.common import environment, load_since, loadavg_1m, results_path, save_results
+from experiments.planner import build_plan
 from experiments.scenario import parse_scenario
 from experiments.scenario.spec import Scenario
 

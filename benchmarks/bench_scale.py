@@ -17,7 +17,7 @@ Targets: ready <= 30 s; local >= 2 rounds/s; Ray's steady round within 2x of loc
 with interest routing, published <= 5.6 MB and delivered <= 56 MB a round. `--quick` runs 20 brokers x
 20,000 groups (the same 5,000 groups a broker), local only, so a regression shows in a minute.
 
-Run from the repository root: `python benchmarks/bench_scale.py [--quick]` (writes
+Run from the repository root: `python -m benchmarks.bench_scale [--quick]` (writes
 `benchmarks/results/scale.json`).
 """
 
@@ -33,15 +33,14 @@ import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_runtime import message_bytes, stamped_lockstep
-from common import ROOT, descendants, environment, load_since, loadavg_1m, results_path, save_results
 
-from actors.backends import make_backend
-from experiments.plan import build_plan
+from actors.hosts.backends import make_backend
+from benchmarks.bench_runtime import message_bytes, stamped_lockstep
+from benchmarks.common import ROOT, descendants, environment, load_since, loadavg_1m, results_path, save_results
+from experiments.planner import build_plan
 from experiments.scenario import load_scenario
 
 RESULTS = results_path("scale")
@@ -150,7 +149,7 @@ def steady_window(force_every: int, rounds: int) -> int:
 
 
 def _in_child(backend_name: str, routing: str, rounds: int | None, quick: bool, timeout_s: float) -> dict[str, Any]:
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", backend_name, routing]
+    command = [sys.executable, "-m", "benchmarks.bench_scale", "--child", backend_name, routing]
     command += [] if rounds is None else ["--rounds", str(rounds)]
     command += ["--quick"] if quick else []
     load = loadavg_1m()

@@ -1,6 +1,6 @@
 """Does a long realtime run hold its memory: RSS of a realtime run of 16 brokers at interval_s 0.1 over time.
 
-One realtime run (`actors.realtime.run_realtime`, `local` backend, so the brokers, the channel, the registry
+One realtime run (`actors.drivers.realtime.run_realtime`, `local` backend, so the brokers, the channel, the registry
 and the telemetry writer all live in this process and its RSS is the whole run's) of 16 brokers and 64 groups
 (each on 4 brokers) at `interval_s` 0.1 for `--minutes` (default 30), telemetry written to a temporary
 directory as a real run does. A thread samples this process's RSS (/proc/self/statm) every `--sample-s`
@@ -19,7 +19,7 @@ per kind of process, so growth can be put at one process's door (written to `ben
 A run whose driver falls behind its clock (a loaded machine) is stopped at 1.5 times its length:
 `rounds_completed` against `rounds_planned` says how far behind.
 
-Run from the repository root: `python benchmarks/bench_soak.py [--minutes N] [--ray]` (prints the figures,
+Run from the repository root: `python -m benchmarks.bench_soak [--minutes N] [--ray]` (prints the figures,
 writes `benchmarks/results/soak.json`). The machine's load average is recorded with them: under heavy load the
 timers lag, but memory, not time, is what this measures.
 """
@@ -36,12 +36,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from common import command_line, descendants, environment, load_since, loadavg_1m, results_path, save_results
 
-from actors.backends import make_backend
-from actors.realtime import run_realtime
-from actors.telemetry import TelemetryWriter
-from experiments.plan import build_plan
+from actors.drivers.realtime import run_realtime
+from actors.hosts.backends import make_backend
+from actors.telemetry.writer import TelemetryWriter
+from benchmarks.common import command_line, descendants, environment, load_since, loadavg_1m, results_path, save_results
+from experiments.planner import build_plan
 from experiments.scenario import parse_scenario
 from experiments.scenario.spec import Scenario
 

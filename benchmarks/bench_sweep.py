@@ -13,7 +13,7 @@ of one run inside its trial, the speed-up of the parallel runs over running them
 the runs' own times / `execute_s`), and a resume of the complete sweep (`resume_s`, ranking included: Tune
 restores the finished experiment, no run runs again).
 
-Run from the repository root: `python benchmarks/bench_sweep.py` (writes `benchmarks/results/sweep.json`).
+Run from the repository root: `python -m benchmarks.bench_sweep` (writes `benchmarks/results/sweep.json`).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from common import command_line, environment, load_since, loadavg_1m, results_path, save_results
 
+from benchmarks.common import command_line, environment, load_since, loadavg_1m, results_path, save_results
 from experiments.sweep.expand import plan_sweep
-from experiments.sweep.spec import load_sweep
+from experiments.sweep.sweep_file import load_sweep
 from experiments.sweep.tuning import execute_sweep
 
 RESULTS = results_path("sweep")

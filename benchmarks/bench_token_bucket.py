@@ -12,7 +12,7 @@ Peers:
 
 Also timed: `TokenBucketArray.consume` over 5,000 groups (one call serves every group).
 
-Run from the repository root: `python benchmarks/bench_token_bucket.py` (prints a table, writes
+Run from the repository root: `python -m benchmarks.bench_token_bucket` (prints a table, writes
 `benchmarks/results/token_bucket.json`).
 """
 
@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from common import command_line, environment, results_path, save_results
 from limits import RateLimitItemPerSecond
 from limits.storage import MemoryStorage
 from limits.strategies import FixedWindowRateLimiter, MovingWindowRateLimiter
@@ -31,6 +30,7 @@ from pyrate_limiter import TokenBucket as PyrateTokenBucket
 
 from allocator.limiter.bucket_array import TokenBucketArray
 from allocator.limiter.token_bucket import TokenBucket
+from benchmarks.common import command_line, environment, results_path, save_results
 
 RESULTS = results_path("token_bucket")
 GENEROUS = 10**12  # per second: nobody is ever refused or made to wait
@@ -51,7 +51,7 @@ def _time_calls(make: Callable[[], Callable[[], bool]], calls: int) -> float:
 
 def _quotalab(resolution_ns: int) -> Callable[[], Callable[[], bool]]:
     def make() -> Callable[[], bool]:
-        consume = TokenBucket(GENEROUS, resolution_ns=resolution_ns).consume
+        consume = TokenBucket(GENEROUS, clock=time.monotonic_ns, resolution_ns=resolution_ns).consume
         return lambda: consume(1)
 
     return make

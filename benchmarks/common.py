@@ -1,7 +1,7 @@
-"""What every benchmark shares: the repository on `sys.path`, the machine's description, saving results.
+"""What every benchmark and evaluation shares: the command line, the machine's description, saving results.
 
-Importing this module (as `common`: the benchmarks run as scripts from `benchmarks/`, or through `run_all.py`,
-which puts `benchmarks/` on the path) makes the repository's packages importable.
+The benchmarks and evaluations run as modules from the repository root (`python -m benchmarks.bench_allocator`,
+`python -m evaluations.quality`), which puts the repository's packages on the path.
 """
 
 from __future__ import annotations
@@ -19,23 +19,25 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: make the repository importable
-    sys.path.insert(0, str(ROOT))
-
-RESULTS_DIR = ROOT / "benchmarks" / "results"
 
 
 def command_line(doc: str) -> argparse.ArgumentParser:
-    """The benchmark's command line: `--help` prints its docstring (what it measures and how to read it)."""
+    """The benchmark's command line: `--help` prints its docstring (what it measures and how to read it), and its
+    usage the command that runs it (`python -m benchmarks.bench_allocator`)."""
     first, _, rest = doc.strip().partition("\n")
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
     return argparse.ArgumentParser(
-        description=first, epilog=rest.strip(), formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=f"python -m {spec.name}" if spec else None,
+        description=first,
+        epilog=rest.strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
 
 
-def results_path(name: str) -> Path:
-    """`benchmarks/results/<name>.json`."""
-    return RESULTS_DIR / f"{name}.json"
+def results_path(name: str, folder: str = "benchmarks") -> Path:
+    """`<folder>/results/<name>.json`: `folder` is the top-level folder of the code that writes it (benchmarks,
+    evaluations, tests)."""
+    return ROOT / folder / "results" / f"{name}.json"
 
 
 def descendants(pid: int) -> list[int]:
@@ -103,7 +105,7 @@ def replace_marked(path: Path, name: str, text: str) -> None:
     path.write_text(head + begin + "\n" + body + indent + end + rest.partition(end)[2])
 
 
-PHASES = ("admit", "build_reports", "receive", "cleanup", "allocate")
+PHASES = ("admit", "build_reports", "finish_round")
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,7 @@ class TimedRound:
 
 
 def timed_round(node: Any, demand: Any, msg_bytes: Any, payloads: list[bytes], now_s: float) -> TimedRound:
-    """Run one round of `node` (admit `demand`, build its reports, receive `payloads`, clean up, allocate)."""
+    """Run one round of `node` (admit `demand`, build its reports, then `finish_round` on `payloads`)."""
     clock = time.perf_counter
     cpu_start = time.thread_time()
     stamps = [clock()]
@@ -126,11 +128,7 @@ def timed_round(node: Any, demand: Any, msg_bytes: Any, payloads: list[bytes], n
     stamps.append(clock())
     outbox = node.build_reports(traffic, now_s)
     stamps.append(clock())
-    inbox = node.receive(payloads, now_s)
-    stamps.append(clock())
-    node.cleanup(now_s)
-    stamps.append(clock())
-    node.allocate()
+    inbox = node.finish_round(payloads, now_s)
     stamps.append(clock())
     cpu = time.thread_time() - cpu_start
     seconds = {phase: after - before for phase, before, after in zip(PHASES, stamps, stamps[1:], strict=False)}

@@ -4,7 +4,7 @@ A doc marks each generated part `<!-- figures:NAME -->` ... `<!-- /figures:NAME 
 what lies between with the table `TABLES[NAME]` draws from the results files. `--check` writes nothing and
 exits 1 when a doc differs from what the results say (tests/test_docs_figures.py runs it).
 
-Run from the repository root after a benchmark: `python benchmarks/docs_figures.py`.
+Run from the repository root after a benchmark: `python -m benchmarks.docs_figures`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import json
 import re
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import ROOT, command_line
+
 RESULTS = ROOT / "benchmarks" / "results"
 DOCS = ROOT / "docs"
 MARKED = re.compile(r"(<!-- figures:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /figures:(?P=name) -->)", re.DOTALL)
@@ -182,7 +182,7 @@ def main(check: bool) -> int:
             if not check:
                 doc.write_text(new)
     if check and stale:
-        print(f"out of date with benchmarks/results (run python benchmarks/docs_figures.py): {stale}")
+        print(f"out of date with benchmarks/results (run python -m benchmarks.docs_figures): {stale}")
         return 1
     for doc in stale:
         print(f"rewrote {doc}")
@@ -190,4 +190,8 @@ def main(check: bool) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(check="--check" in sys.argv[1:]))
+    parser = command_line(__doc__)
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 when a doc differs from the results"
+    )
+    sys.exit(main(check=parser.parse_args().check))

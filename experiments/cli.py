@@ -2,7 +2,7 @@
 
 A user mistake (bad scenario, missing run directory) raises `experiments.errors.UserError`; it is printed as
 one line and the command exits with status 2, without a traceback. A run that cannot go on (an actor it needs
-died: `actors.backends.RunFailedError`) is one line too, exit status 1.
+died: `actors.errors.RunFailedError`) is one line too, exit status 1.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import importlib
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
-from actors.backends import RunFailedError
+from actors.errors import RunFailedError
 from experiments.errors import UserError
 
 SUBCOMMANDS = (
@@ -21,7 +21,7 @@ SUBCOMMANDS = (
     "experiments.report.command",
     "experiments.sweep.command",
     "experiments.demo",
-    "experiments.keys",
+    "experiments.keys_command",
     "experiments.adversaries",
     "experiments.policies_command",
     "experiments.importing.command",
@@ -35,14 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"quotalab {_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module_name in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as missing:
-            if missing.name and missing.name.startswith("experiments"):
-                continue  # a subcommand not built yet
-            raise
-        module.register(subparsers)
+    for module_name in SUBCOMMANDS:  # a module that fails to import fails the command: nothing is left out quietly
+        importlib.import_module(module_name).register(subparsers)
     return parser
 
 

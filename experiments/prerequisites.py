@@ -84,8 +84,8 @@ def _ray_target(address: str) -> str:
 def check_redis(url: str, key: str = "membership.url") -> None:
     """A run on Redis starts only if the Redis the scenario names at `key` answers (mid-run, the brokers ride out
     an outage)."""
-    from actors.redis_consensus import ping
-    from allocator.node.consensus import StoreUnreachableError
+    from actors.registry.redis_consensus import ping
+    from allocator.node.pool_size import StoreUnreachableError
 
     try:
         ping(url)

@@ -13,21 +13,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from actors.backends import make_backend
-from actors.lockstep import run_lockstep
+from actors.drivers.lockstep import run_lockstep
+from actors.hosts.backends import make_backend
 from actors.plan import Plan
-from actors.telemetry import TelemetryWriter
+from actors.telemetry.writer import TelemetryWriter
 from experiments import catalog, prerequisites
 from experiments.errors import UserError
 from experiments.final_table import final_table
-from experiments.plan import build_plan
+from experiments.planner import build_plan
 from experiments.progress import progress as progress_bar
 from experiments.scenario import apply_overrides, parse_override, parse_scenario, read_scenario
 from experiments.scenario.keys import shared_key_warning
 from experiments.scenario.spec import Scenario
 
 if TYPE_CHECKING:
-    from actors.plan import Plan
     from experiments.importing.capture import CaptureWriter
     from experiments.live_metrics import MetricsServer
 
@@ -95,6 +94,9 @@ def run_scenario(
         "mode": scenario.mode,
         "scenario": scenario_manifest(scenario),
     }
+    services = backend.services_node()  # on Ray: the driver's node, where the registry and channel actors live
+    if services is not None:
+        manifest["services_node"] = {"node_id": services.node_id, "address": services.address}
     brokers = [broker.name for broker in plan.brokers]
     names = {"broker": brokers, "group": plan.group_names, "dimension": plan.dimensions}
     server = _serve_metrics(metrics, names) if metrics is not None else None  # a port in use: before any file
@@ -114,7 +116,7 @@ def run_scenario(
     restore = _terminate_as_interrupt()
     try:
         if scenario.mode == "realtime":
-            from actors.realtime import run_realtime
+            from actors.drivers.realtime import run_realtime
 
             run_realtime(plan, backend, writer, on_round=lambda _: bar.update())
         else:

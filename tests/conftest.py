@@ -29,13 +29,23 @@ def spark():
     session.stop()
 
 
-# -- a real Redis (actors.redis_server): the pool-size consensus, the Redis transport --------------------------
+@pytest.fixture
+def no_spark(monkeypatch):
+    """Fail the test if the report asks for a SparkSession (what it refuses, it refuses before Spark starts)."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the report started Spark")
+
+    monkeypatch.setattr("experiments.report.session.spark_session", refuse)
+
+
+# -- a real Redis (actors.transport.redis_server): the pool-size consensus, the Redis transport ------------------------
 
 
 def _redis_server():
     import shutil
 
-    from actors.redis_server import RedisServer
+    from actors.transport.redis_server import RedisServer
 
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed (CI installs it with apt in .ci/run)")

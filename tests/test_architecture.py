@@ -11,6 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("allocator", "actors", "experiments")
+LAYERED = ("allocator", "actors")  # their subpackages are layers of their own in the table
 
 
 def allowed() -> dict[str, set[str]]:
@@ -21,14 +22,21 @@ def allowed() -> dict[str, set[str]]:
     return {package: {name.strip() for name in names.split(",")} for package, names in rows}
 
 
+def layer_name(parts: tuple[str, ...] | list[str]) -> str:
+    """`package.subpackage` for a module in a subpackage of a layered package, the top package otherwise."""
+    if parts[0] in LAYERED and len(parts) > 1 and (ROOT / parts[0] / parts[1]).is_dir():
+        return ".".join(parts[:2])
+    return parts[0]
+
+
 def layer_of(path: Path) -> str:
-    """`allocator.<subpackage>` for the allocator's modules, the top package for the others."""
-    parts = path.relative_to(ROOT).parts
-    return ".".join(parts[:2]) if parts[0] == "allocator" and len(parts) > 2 else parts[0]
+    """The layer `path` belongs to: `actors.hosts` for actors/hosts/cluster.py, `actors` for actors/plan.py."""
+    return layer_name(path.relative_to(ROOT).parts)
 
 
 def imported(path: Path) -> set[str]:
-    """What `path` imports, named as the table names it: `allocator.<subpackage>`, or a top-level package."""
+    """What `path` imports, named as the table names it: `allocator.<subpackage>`, `actors.<subpackage>`, or a
+    top-level package."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
@@ -37,7 +45,7 @@ def imported(path: Path) -> set[str]:
         for module in modules:
             parts = module.split(".")
             if parts[0] not in sys.stdlib_module_names:
-                names.add(".".join(parts[:2]) if parts[0] == "allocator" and len(parts) > 1 else parts[0])
+                names.add(layer_name(parts))
     return names
 
 

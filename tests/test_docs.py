@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +72,7 @@ def test_the_policies_knob_table_is_the_knobs_own_documentation():
 
 
 def test_the_policies_quality_tables_are_the_saved_results():
-    saved = (ROOT / "benchmarks" / "results" / "quality.md").read_text().split("### Per disturbance")[0].strip()
+    saved = (ROOT / "evaluations" / "results" / "quality.md").read_text().split("### Per disturbance")[0].strip()
     section = (ROOT / "docs" / "policies.md").read_text().split("<!-- quality:begin -->")[1]
     assert section.split("<!-- quality:end -->")[0].strip() == saved
 
@@ -91,18 +90,16 @@ def _readme_section(name: str) -> str:
 
 
 def _saved(name: str) -> dict:
-    return json.loads((ROOT / "benchmarks" / "results" / f"{name}.json").read_text())
+    return json.loads((ROOT / "evaluations" / "results" / f"{name}.json").read_text())
 
 
 def test_the_readme_quotes_the_saved_worst_rounds():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from bench_quality import worst_summary
+    from evaluations.quality import worst_summary
 
     assert _readme_section("quality-summary") == " ".join(worst_summary(_saved("quality")["by_loss"]).split())
 
 
 def test_the_readme_quotes_the_saved_tuning_run():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from bench_tune import safe_summary
+    from evaluations.tune import safe_summary
 
     assert _readme_section("tune-safe") == " ".join(safe_summary(_saved("tune")["safe"]).split())

@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from benchmarks import docs_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _docs_figures():
-    spec = importlib.util.spec_from_file_location("docs_figures", ROOT / "benchmarks" / "docs_figures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_docs_agree_with_the_benchmark_results():
-    docs_figures = _docs_figures()
-    assert docs_figures.main(check=True) == 0, "run: python benchmarks/docs_figures.py"
+    assert docs_figures.main(check=True) == 0, "run: python -m benchmarks.docs_figures"
 
 
 def test_a_marked_section_is_rewritten_from_the_results():
-    docs_figures = _docs_figures()
     text = "before\n<!-- figures:benchmarks -->\nstale\n<!-- /figures:benchmarks -->\nafter\n"
     rewritten = docs_figures.rewrite(text)
     assert "stale" not in rewritten and "`quotalab report`" in rewritten and rewritten.endswith("after\n")

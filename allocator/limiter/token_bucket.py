@@ -19,7 +19,6 @@ A rate of `inf` is an unlimited bucket: its capacity and balance are `inf`, `con
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -94,7 +93,8 @@ def _check_capacity(rate: float, capacity: float | None) -> float:
 class TokenBucket:
     """One token bucket: `rate` tokens/s, at most `capacity` tokens, lazily refilled from `clock`.
 
-    `clock` returns integer nanoseconds (monotonic); tests inject a fake one. `resolution_ns = 0` makes the
+    `clock` returns integer nanoseconds, monotonic: a service passes `time.monotonic_ns`, a test or a simulation
+    its own (the library reads no clock of its own). `resolution_ns = 0` makes the
     bucket strongly consistent (every call updates the balance). The settings `rate`, `capacity` and
     `resolution_ns` are public to read; change the rate through `set_rate`, which settles the past first.
     """
@@ -106,7 +106,8 @@ class TokenBucket:
         rate: float,
         capacity: float | None = None,
         initial: float | None = None,
-        clock: Callable[[], int] = time.monotonic_ns,
+        *,
+        clock: Callable[[], int],
         resolution_ns: int = DEFAULT_RESOLUTION_NS,
     ) -> None:
         self.rate = _check_rate(rate)

@@ -1,17 +1,19 @@
 """One broker's allocation round, with time passed in: what the Ray actors wrap and a real service embeds.
 
-    traffic -> report -> (channel) -> receive -> roster -> clean up -> allocate -> new bucket rates
+    admit -> build_reports -> (channel) -> finish_round: receive -> deaths -> roster -> allocate -> new bucket rates
 
-`admit` and `build_reports` form the first phase, `receive`, `update_roster`, `cleanup` and `allocate` the second; a
-lockstep driver runs every broker's first phase before any second phase, a realtime broker runs both on its timer.
+`admit` and `build_reports` form the first phase, `finish_round` the second, in the one order every caller runs (the
+runtime's hosts, the one-group harness of the property tests, the benchmarks, the embedding example); a lockstep
+driver runs every broker's first phase before any second phase, a realtime broker runs both on its timer.
 The node decides nothing about the policy: at each step it asks the policy's hooks (`allocator.policies.hooks`), and
-keeps only what every policy shares: buckets, usage table, report threshold, loss meter, ramps, fallback.
+keeps only what every policy shares: buckets, usage table, report threshold, loss meter, ramps, fallback. What the
+runtime must know of the policy is a property of `Policy` (`needs_pool_size`, ...), never read off the hooks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -24,16 +26,29 @@ from allocator.node.report_reader import Inbox, ReportReader
 from allocator.node.report_sender import Outbox, ReportSender
 from allocator.node.usage_table import OWN, Merge, UsageTable
 from allocator.policies.hooks import PeerView, Traffic
-from allocator.policies.reporting import ReportSuppressor
+from allocator.policies.report_suppressor import ReportSuppressor
 from allocator.ramps.ramped_pool import RampedPools
 from allocator.wire.envelope import check_key
 from allocator.wire.routing import Routes
 from allocator.wire.signing import Signer
 
-__all__ = ["BYTES_DIMENSIONS", "MIN_LIMIT", "BrokerNode", "Inbox", "Traffic"]
+__all__ = ["BYTES_DIMENSIONS", "MIN_LIMIT", "BrokerNode", "Inbox", "RosterUpdate", "Traffic"]
 
 BYTES_DIMENSIONS = frozenset({"publish_bytes_per_s", "dispatch_bytes_per_s"})
 MIN_LIMIT = 1.0  # Pulsar's floor: a limiter rate of 0 would mean "unlimited", and 0 would starve the broker
+
+
+@dataclass(frozen=True)
+class RosterUpdate:
+    """The membership registry's changes to who serves which group, in order: broker `names[brokers[i]]` serves
+    group `group_ids[i]` from then on if `serving[i]`, or no longer; `acknowledged`: every live broker has read
+    this broker's own latest change (the groups it started serving)."""
+
+    group_ids: np.ndarray  # int64
+    brokers: np.ndarray  # indices into `names`
+    serving: np.ndarray  # bool
+    names: Sequence[str]
+    acknowledged: bool = True
 
 
 class BrokerNode:
@@ -67,11 +82,11 @@ class BrokerNode:
         self.quota = _checked_quota(quota, (n_groups, n_dimensions))
         self.known_brokers = set(known_brokers) if known_brokers is not None else None
         policy = settings.policy
-        self.hooks = policy.policy.hooks(policy, n_groups, n_dimensions, settings.force_every, settings.report_demand)
+        self._hooks = policy.policy.hooks(policy, n_groups, n_dimensions, settings.force_every, settings.report_demand)
         self.table = UsageTable(
-            name, self.group_ids, n_dimensions, settings.cleanup_rules(self.hooks.keeps_listed_peers)
+            name, self.group_ids, n_dimensions, settings.cleanup_rules(policy.policy.keeps_listed_peers)
         )
-        watched = self.hooks.watched(np.zeros((n_groups, n_dimensions)), np.zeros((n_groups, n_dimensions)))
+        watched = self._hooks.watched(np.zeros((n_groups, n_dimensions)), np.zeros((n_groups, n_dimensions)))
         self.suppressor = ReportSuppressor(n_groups, watched.shape[1], settings.threshold_pct, settings.force_every)
         self.loss_meter = LossMeter(name)
         self.limit = np.zeros((n_groups, n_dimensions))
@@ -86,9 +101,9 @@ class BrokerNode:
             routes=routes,
             group_names=group_names,
             signer=signer,
-            reports_demand=settings.report_demand or self.hooks.claims_estimated_demand,
+            reports_demand=settings.report_demand or policy.policy.claims_estimated_demand,
         )
-        self.relay = Relay(self.sender.routes, settings.wire)
+        self.relay = Relay(self.sender.routes, settings.wire, policy.policy.relays_news)
         self.reader = ReportReader(settings, group_names=group_names, known_brokers=self.known_brokers)
         self.ramps = RampedPools(settings.ramps, self.group_ids)
         self.pool = self.ramps.capped(self.quota)  # [G, D] what the policy splits
@@ -113,7 +128,7 @@ class BrokerNode:
         self.serving = demand_msgs_per_s > 0
         if starting.any():
             start_limit = self.limit.copy()
-            start_limit[starting] = self.hooks.start_limit(self.pool[starting], self._view(starting))
+            start_limit[starting] = self._hooks.start_limit(self.pool[starting], self._view(starting))
             self._set_limits(start_limit)
         admitted = self.limiter.admit(demand_msgs_per_s, msg_bytes, dt, now_s)
         traffic = Traffic(demand=admitted.offered, usage=admitted.admitted, throttled_s=admitted.throttled_s)
@@ -123,13 +138,13 @@ class BrokerNode:
     def claim(self, traffic: Traffic) -> None:
         """This broker's own entry from `traffic` (`admit` claims what it admitted; a liar claims more), with the
         demand its hooks claim: its own entry holds what its peers hear."""
-        self.table.set_own(traffic.usage, self.hooks.claimed_demand(traffic, self._round_s), self.serving)
+        self.table.set_own(traffic.usage, self._hooks.claimed_demand(traffic, self._round_s), self.serving)
 
     def build_reports(self, traffic: Traffic, now_s: float) -> Outbox:
         """Encode this round's reports (one per topic) of the groups the hooks select."""
-        demand = self.hooks.claimed_demand(traffic, self._round_s)
-        watched = self.hooks.watched(traffic.usage, demand)
-        selection = self.hooks.select_reports(self.suppressor, watched, self.serving, self.loss_meter.chance_all_lost)
+        demand = self._hooks.claimed_demand(traffic, self._round_s)
+        watched = self._hooks.watched(traffic.usage, demand)
+        selection = self._hooks.select_reports(self.suppressor, watched, self.serving, self.loss_meter.chance_all_lost)
         outbox = self.sender.encode(selection, traffic.usage, demand, self.incarnation, now_s)
         self.suppressor.commit(selection, watched)
         relayed = self.relay.take()
@@ -140,10 +155,36 @@ class BrokerNode:
         selection = self.suppressor.leave()
         zeros = np.zeros_like(self.limit)
         outbox = self.sender.encode(selection, zeros, zeros, self.incarnation, now_s)
-        self.suppressor.commit(selection, self.hooks.watched(zeros, zeros))
+        self.suppressor.commit(selection, self._hooks.watched(zeros, zeros))
         return outbox
 
-    # -- phase 2: receive, roster, clean up, allocate --------------------------------------------
+    # -- phase 2: receive, deaths, roster, allocate ----------------------------------------------
+
+    def finish_round(
+        self,
+        payloads: Iterable[bytes],
+        now_s: float,
+        *,
+        issued: Mapping[str, int] | None = None,
+        dead: Iterable[tuple[str, int]] = (),
+        roster: RosterUpdate | None = None,
+    ) -> Inbox:
+        """The round's second half, in the one order every caller runs; the new limits are in `limit`.
+
+        1. `receive` the peers' reports (`issued`: the incarnations the registry issued, when there is one);
+        2. `cleanup`: drop the brokers the registry declared `dead` ((broker, incarnation) pairs), expire silent
+           entries;
+        3. `update_roster` with the registry's changes, when it answered (`roster`). After the deaths: the roster
+           goes on from them (the registry appended each death's end of its listings, then any restart's new
+           ones), so an incarnation that restarted since stays listed;
+        4. `allocate`, and the new limits go to the buckets.
+        """
+        inbox = self.receive(payloads, now_s, issued)
+        self.cleanup(now_s, dead)
+        if roster is not None:
+            self.update_roster(roster.group_ids, roster.brokers, roster.serving, roster.names, roster.acknowledged)
+        self.allocate()
+        return inbox
 
     def receive(self, payloads: Iterable[bytes], now_s: float, issued: Mapping[str, int] | None = None) -> Inbox:
         """Decode and merge reports, all at once. A bad one, one in other dimensions, or (with `issued`: broker ->
@@ -160,10 +201,10 @@ class BrokerNode:
         received = batch.select(received & ~copies[positions])  # a copy says nothing of the author's link
         self.loss_meter.observe(received.brokers, received.incarnation, received.seq)
         if self.relay.enabled:
-            relayers, relays = self.hooks.news_relays(self.loss_meter.chance_all_lost)
+            relayers, relays = self._hooks.news_relays(self.loss_meter.chance_all_lost)
             self.relay.note(batch, accepted, [payloads[p] for p in positions], self.table, relayers, relays)
         self._heard |= self.table.last_heard_s() != heard_before
-        self.hooks.heard_newcomers(np.flatnonzero(self.table.view_brokers() > view_before))
+        self._hooks.heard_newcomers(np.flatnonzero(self.table.view_brokers() > view_before))
         return Inbox(accepted=int(accepted.sum()), rejected=n_rejected, discarded=len(batch) - int(accepted.sum()))
 
     def update_roster(
@@ -180,7 +221,7 @@ class BrokerNode:
         self.roster_acknowledged = acknowledged
         listed_before = self.table.listed_brokers()
         self.table.update_roster(group_ids, brokers, serving, names)
-        self.hooks.heard_newcomers(np.flatnonzero(self.table.listed_brokers() > listed_before))
+        self._hooks.heard_newcomers(np.flatnonzero(self.table.listed_brokers() > listed_before))
 
     def cleanup(self, now_s: float, dead: Iterable[tuple[str, int]] = ()) -> int:
         """Drop the brokers the registry declared dead, expire silent entries, mark those silent for a forced-report
@@ -201,7 +242,7 @@ class BrokerNode:
         )
         self.pool = self.ramps.capped(self.quota)
         limit_before = self.limit.copy()
-        self._set_limits(self.hooks.allocate(self.pool, self._view(), self.limit, self.serving), apply=False)
+        self._set_limits(self._hooks.allocate(self.pool, self._view(), self.limit, self.serving), apply=False)
         self.roster_acknowledged = False  # news of this round only: a registry that stops answering acknowledges none
         heard = self._heard & self._registry_reachable
         self._set_limits(
@@ -209,6 +250,21 @@ class BrokerNode:
         )
         self._heard[:] = False
         return self.limit
+
+    def set_pool_size(self, pool_size: int | None) -> None:
+        """The pool size agreed through the consensus store this round, for a policy that splits by one
+        (`Policy.needs_pool_size`); None: none agreed yet (a newcomer waits, at its floor)."""
+        if not self.settings.policy.policy.needs_pool_size:
+            raise ValueError(f"policy {self.settings.policy.name} splits by no agreed pool size")
+        self._hooks.set_pool_size(pool_size)
+
+    @property
+    def agreed_pool_size(self) -> int:
+        """The pool size this broker split by: -1 when it splits by none (no consensus, or a policy that takes
+        none), 0 while it waits for the first agreement."""
+        if not getattr(self._hooks, "splits_by_pool_size", False):
+            return -1
+        return self._hooks.pool_size or 0
 
     def set_registry_reachable(self, reachable: bool) -> None:
         """Whether the membership registry answers. While it does not, this broker counts as hearing no reports
@@ -218,7 +274,7 @@ class BrokerNode:
     def set_quota(self, quota: np.ndarray) -> None:
         """A changed quota: the hooks say what it does to the limits now (the references wait for the next round)."""
         new_quota = _checked_quota(quota, self.quota.shape)
-        limit = self.hooks.quota_changed(self.quota, new_quota, self.limit, self._view())
+        limit = self._hooks.quota_changed(self.quota, new_quota, self.limit, self._view())
         if limit is not self.limit:
             self._set_limits(limit)
         self.quota = new_quota

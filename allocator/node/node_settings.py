@@ -47,7 +47,7 @@ class NodeSettings:
         if self.wire not in WIRES:
             raise ValueError(f"wire must be one of {', '.join(WIRES)}, got {self.wire!r}")
         refusal = pulsar_refusal(
-            demand=self.report_demand or self.policy.policy.hooks.claims_estimated_demand,
+            demand=self.report_demand or self.policy.policy.claims_estimated_demand,
             signed=self.hmac_key is not None or self.public_keys is not None,
             compress=self.compress,
             float32_rates=self.float32_rates,

@@ -1,5 +1,5 @@
 """One lockstep round of one group over in-process `BrokerNode`s with a membership registry, each report between
-two brokers delivered or lost as the caller says: what the property tests and `benchmarks/bench_trials.py` drive
+two brokers delivered or lost as the caller says: what the property tests and `evaluations/random_trials.py` drive
 (the runtime's drivers, with a channel and real timers, are in `actors/`)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Collection
 
 import numpy as np
 
-from allocator.node.broker_node import BrokerNode
+from allocator.node.broker_node import BrokerNode, RosterUpdate
 
 MSG_BYTES = 100.0
 
@@ -21,8 +21,9 @@ def registry_round(
     gone: tuple[str, ...] = (),
 ) -> dict[str, float]:
     """One round of group 0: every broker admits its `demand` (msgs/s) and reports, tells the registry what it
-    serves, reads the roster and the brokers declared dead (`gone`: their sessions ended this round), then
-    allocates; the report of `sender` to `receiver` is lost for each pair in `lost`. The usage of each broker."""
+    serves, then finishes its round as the runtime does (`BrokerNode.finish_round`: the reports, the brokers
+    declared dead (`gone`: their sessions ended this round), the roster, then its allocation); the report of
+    `sender` to `receiver` is lost for each pair in `lost`. The usage of each broker."""
     names = list(brokers)
     published, usage = {}, {}
     for name, broker in brokers.items():
@@ -32,8 +33,6 @@ def registry_round(
     serving = np.array([brokers[name].serving[0] for name in names])
     for name, broker in brokers.items():
         received = [p for other in names if other != name and (other, name) not in lost for p in published[other]]
-        broker.receive(received, now_s)
-        broker.update_roster(np.ones(len(names), np.int64), np.arange(len(names)), serving, names)
-        broker.cleanup(now_s, [(dead, 0) for dead in gone])
-        broker.allocate()
+        roster = RosterUpdate(np.ones(len(names), np.int64), np.arange(len(names)), serving, names)
+        broker.finish_round(received, now_s, dead=[(dead, 0) for dead in gone], roster=roster)
     return usage

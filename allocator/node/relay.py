@@ -33,9 +33,11 @@ MARK = b"\xc1"  # msgpack's one never-used byte: no report of the quotalab wire 
 class Relay:
     """The peers' reports one broker publishes again with its next reports."""
 
-    def __init__(self, routes: Routes, wire: str) -> None:
+    def __init__(self, routes: Routes, wire: str, policy_relays: bool) -> None:
+        """`policy_relays`: the policy passes news on (`Policy.relays_news`); only on broadcast routes and in the
+        quotalab wire (Pulsar's format is not numbered: copies would count as the author's)."""
         self.routes = routes
-        self.enabled = routes.broadcast and wire == "quotalab"  # Pulsar's format is not numbered: copies would count
+        self.enabled = policy_relays and routes.broadcast and wire == "quotalab"
         self._copies_left: dict[str, int] = {}  # author -> its reports still to pass on
         self._queued: list[tuple[int, bytes]] = []
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from allocator.node.node_settings import NodeSettings
-from allocator.policies.reporting import Selection
+from allocator.policies.report_suppressor import Selection
 from allocator.wire.codec import encode_split
-from allocator.wire.pulsar import codec as pulsar_codec
+from allocator.wire.pulsar import usage_info
 from allocator.wire.routing import Routes
 from allocator.wire.signing import Signer
 from allocator.wire.usage_report import UsageReport
@@ -81,7 +81,7 @@ class ReportSender:
             dictionary=self._dictionary(np.flatnonzero(reported)),
         )
         if self.settings.wire == "pulsar":
-            encoded = pulsar_codec.encode_split(report, pair_rows, bounds, self.group_names, self.settings.interval_s)
+            encoded = usage_info.encode_split(report, pair_rows, bounds, self.group_names, self.settings.interval_s)
         else:
             encoded = encode_split(
                 report,

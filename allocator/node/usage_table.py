@@ -25,10 +25,9 @@ from enum import Enum
 
 import numpy as np
 
-from allocator.policies.hooks import PeerView
+from allocator.policies.hooks import OWN, PeerView  # OWN: the slot (and broker index) of the table's holder
 from allocator.wire.usage_report import ReportBatch, UsageReport
 
-OWN = 0  # slot (and broker index) of the broker that holds the table
 FREE = -1  # `slot_broker` of a free slot
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from allocator.policies.policy import BoundPolicy
-from allocator.policies.reporting import ReportSuppressor, Selection
+from allocator.policies.report_suppressor import ReportSuppressor, Selection
 
 OWN = 0  # the slot of the broker that holds the view
 
@@ -80,21 +80,17 @@ class Hooks:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.bound.name!r})"
 
+    # The flags `Policy` exposes to the runtime (`Policy.keeps_listed_peers` and the others).
     keeps_listed_peers = False  # PIP-82: a silent peer's entry expires, listed or not
     claims_estimated_demand = False  # its reports carry the demand it estimates (not only with `report_demand`)
-    splits_by_agreed_pool_size = False  # numaflow-equal: its host gives it the pool size agreed (`set_pool_size`)
-    splits_by_pool_size = False  # ... and it was given one
-    pool_size: int | None = None
+    splits_by_agreed_pool_size = False  # numaflow-equal: its host gives it the pool size agreed (`PoolSizeHooks`)
+    relays_news = False  # PIP-82's reports go from their author to each receiver only
 
     def news_relays(self, chance_all_lost: Callable[[int], float]) -> tuple[int, int]:
         """(relayers, copies): a peer's news is published again by the `relayers` brokers after its author in the
         order of their names, each in `copies` of the author's reports from the one that brought it
         (`allocator.node.relay`); `chance_all_lost(copies)` is this broker's loss meter's. The references: none."""
         return 0, 0
-
-    def set_pool_size(self, pool_size: int | None) -> None:
-        """The pool size agreed through the consensus store, for a policy that splits by one."""
-        raise ValueError(f"policy {self.bound.name} splits by no agreed pool size")
 
     def start_limit(self, pool: np.ndarray, view: PeerView) -> np.ndarray:
         """[g, D] the limit of a broker that starts serving the groups of `view` (rows of the starting groups):

@@ -1,8 +1,8 @@
 """Numaflow's split (`numaflow-equal`): every broker takes `pool / N`, N the brokers that serve the group.
 
 N is not in the usage table. The brokers agree on a pool size through the consensus store
-(`allocator.node.consensus`, Numaflow's heartbeats), an input a `BrokerNode` gets from its host every round (its
-host calls `hooks.set_pool_size`); a group's N is the agreed pool size, at most the brokers the membership registry
+(`allocator.node.pool_size`, Numaflow's heartbeats), an input a `BrokerNode` gets from its host every round (its
+host calls `BrokerNode.set_pool_size`); a group's N is the agreed pool size, at most the brokers the membership registry
 lists as serving the group (this one included): a group served by 3 of 4 brokers is split in 3. While no size is
 agreed yet a newcomer holds the floor. The rule keeps the registry's signature and reads no store: N is the number
 of brokers present in the view it is given, and the hooks give it the pool as its view (N present brokers), so the
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from allocator.policies.chunks import RuleChunk
 from allocator.policies.hooks import OWN, Hooks, PeerView
 from allocator.policies.settings import PolicySettings
-from allocator.policies.view import View
 
 
 def pool_share(quota: np.ndarray, pool_size: float | np.ndarray) -> np.ndarray:
@@ -30,9 +30,9 @@ def pool_share(quota: np.ndarray, pool_size: float | np.ndarray) -> np.ndarray:
     return np.asarray(quota, dtype=np.float64) / np.maximum(pool_size, 1.0)
 
 
-def numaflow_equal(view: View, settings: PolicySettings) -> np.ndarray:
-    """Every present broker's row is `quota / N`, N the brokers present in the view."""
-    return np.repeat(pool_share(view.quota, view.n_present)[None, :], view.present.shape[0], axis=0)
+def numaflow_equal(chunk: RuleChunk, settings: PolicySettings) -> np.ndarray:
+    """Every present broker's row is `quota / N`, N the brokers present in the chunk."""
+    return np.repeat(pool_share(chunk.quota, chunk.n_present)[None, :], chunk.present.shape[0], axis=0)
 
 
 class PoolSizeHooks(Hooks):

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from allocator.policies.chunks import RuleChunk, checked_inputs, finish, make_chunk, row_chunks
 from allocator.policies.settings import PolicySettings
-from allocator.policies.view import View, checked_inputs, finish, make_view, row_chunks
 
 if TYPE_CHECKING:
     from allocator.policies.hooks import Hooks
 
-Rule = Callable[[View, Any], np.ndarray]
+Rule = Callable[[RuleChunk, Any], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,30 @@ class Policy:
         if not params:
             return self.default
         return BoundPolicy(self, self.settings_type.from_params(self.name, params))
+
+    # What the runtime must know of a policy, whatever its hooks do: each is a flag of its hooks' class.
+
+    @property
+    def needs_pool_size(self) -> bool:
+        """Its brokers split by a pool size agreed through a consensus store (numaflow-equal): the runtime runs
+        the consensus and gives each broker the agreed size every round (`BrokerNode.set_pool_size`)."""
+        return self.hooks.splits_by_agreed_pool_size
+
+    @property
+    def claims_estimated_demand(self) -> bool:
+        """Its reports carry the demand each broker estimates, whether or not `reporting.report_demand` asks
+        (a wire that cannot carry demand cannot serve it)."""
+        return self.hooks.claims_estimated_demand
+
+    @property
+    def keeps_listed_peers(self) -> bool:
+        """A silent peer the membership registry lists as serving a group keeps its entry (the cleanup rules)."""
+        return self.hooks.keeps_listed_peers
+
+    @property
+    def relays_news(self) -> bool:
+        """Its brokers publish again the peers' reports that brought them news (`allocator.node.relay`)."""
+        return self.hooks.relays_news
 
     @cached_property
     def default(self) -> BoundPolicy:
@@ -58,8 +82,8 @@ class Policy:
         inputs = checked_inputs(quota, usage, limit, demand, present)
         new_limit = np.empty(inputs.usage.shape)
         for rows in row_chunks(*new_limit.shape):
-            view = make_view(inputs, rows)
-            finish(self.rule(view, settings), view, settings.shaping, out=new_limit[rows].T)
+            chunk = make_chunk(inputs, rows)
+            finish(self.rule(chunk, settings), chunk, settings.shaping, out=new_limit[rows].T)
         return new_limit
 
 

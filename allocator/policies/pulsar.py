@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from allocator.policies.chunks import RuleChunk, broker_sum
 from allocator.policies.hooks import Hooks, PeerView
 from allocator.policies.settings import PolicySettings
-from allocator.policies.view import View, broker_sum
 
 
 def pulsar_local_quota(conf: int, my: int, all_usages: Sequence[int]) -> int:
@@ -31,7 +31,7 @@ def pulsar_local_quota(conf: int, my: int, all_usages: Sequence[int]) -> int:
     return int(_java_float_quota(np.float64(conf), np.float64(my), np.float64(total)))
 
 
-def pulsar(view: View, settings: PolicySettings) -> np.ndarray:
+def pulsar(chunk: RuleChunk, settings: PolicySettings) -> np.ndarray:
     """Pulsar: each broker's share of the quota is its share of the total usage, at least 1.
 
     "Fair" is proportional to current usage: `quota * my / total` (written as `my + residual * my / total`),
@@ -42,8 +42,8 @@ def pulsar(view: View, settings: PolicySettings) -> np.ndarray:
     float32 rounding of the residual (a unit in its last place per broker: ~7 when a liar claims 5.7e7), or n
     times the quota when nobody uses anything.
     """
-    conf = np.floor(view.quota + 0.5)
-    my = np.floor(view.usage + 0.5)
+    conf = np.floor(chunk.quota + 0.5)
+    my = np.floor(chunk.usage + 0.5)
     total = broker_sum(my)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = _java_float_quota(conf, my, total)

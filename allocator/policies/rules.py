@@ -15,9 +15,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from allocator.policies.chunks import RuleChunk, broker_sum
 from allocator.policies.scratch import scratch
 from allocator.policies.settings import StealSettings, WantsSettings
-from allocator.policies.view import View, broker_sum
 from allocator.policies.waterfill import water_level
 
 # up to here, with everyone present, a group's order is looked up in a table of 2^(B(B - 1)/2) codes (1,024 at 5
@@ -25,7 +25,7 @@ from allocator.policies.waterfill import water_level
 ORDER_TABLE_MAX_BROKERS = 5
 
 
-def pip82_equal(view: View, settings: object) -> np.ndarray:
+def pip82_equal(chunk: RuleChunk, settings: object) -> np.ndarray:
     """PIP-82, first variant: under quota every broker may take the whole residual.
 
     "Fair" is equal access to what is left: each broker's limit is its usage plus the whole residual
@@ -33,15 +33,15 @@ def pip82_equal(view: View, settings: object) -> np.ndarray:
     Over quota every broker cuts in proportion, `usage * quota / total`. Margin: the limits add up to at most
     `quota + (n - 1) * residual` (n brokers present), whatever one of them reports.
     """
-    under_quota = view.residual >= 0
+    under_quota = chunk.residual >= 0
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):  # only used over quota: total > quota
-        cut = np.where(under_quota, 1.0, view.quota / view.total_usage)
-    share = view.usage * cut
-    share += np.where(under_quota, view.residual, 0.0)
+        cut = np.where(under_quota, 1.0, chunk.quota / chunk.total_usage)
+    share = chunk.usage * cut
+    share += np.where(under_quota, chunk.residual, 0.0)
     return share
 
 
-def pip82_proportional(view: View, settings: object) -> np.ndarray:
+def pip82_proportional(chunk: RuleChunk, settings: object) -> np.ndarray:
     """PIP-82, second variant: the residual is split in proportion to usage.
 
     "Fair" is proportional to current usage: `usage + residual * usage / total` (10/50/30 under 100 ->
@@ -49,15 +49,17 @@ def pip82_proportional(view: View, settings: object) -> np.ndarray:
     Nobody using anything: the equal share. An idle broker gets 0 while others use the quota (`min_share`
     is the remedy).
     """
-    used = view.total_usage > 0
-    share = np.divide(view.usage, np.where(used, view.total_usage, 1.0), out=scratch("pip82_proportional", view.shape))
-    share *= view.quota
+    used = chunk.total_usage > 0
+    share = np.divide(
+        chunk.usage, np.where(used, chunk.total_usage, 1.0), out=scratch("pip82_proportional", chunk.shape)
+    )
+    share *= chunk.quota
     if not used.all():
-        share += np.where(used, 0.0, view.equal_share)
+        share += np.where(used, 0.0, chunk.equal_share)
     return share
 
 
-def pip82_steal(view: View, settings: StealSettings) -> np.ndarray:
+def pip82_steal(chunk: RuleChunk, settings: StealSettings) -> np.ndarray:
     """PIP-82 proportional split, plus stealing from the paired dominant broker.
 
     "Fair" is proportional, corrected towards equal where a broker is held back by its own limit.
@@ -79,33 +81,33 @@ def pip82_steal(view: View, settings: StealSettings) -> np.ndarray:
     `steal_fraction`) round after round as the dominant brokers yield, so the usage sum converges to the quota.
     Pairing by rank is PIP-82's heuristic: idle brokers take partner slots, and a throttled median is never
     helped, so with three or more brokers the split can stay short of max-min fair. Margin: computed from one
-    view, the limits add up to at most the quota plus one steal per pair, each at most the quota (`finish` caps
+    chunk, the limits add up to at most the quota plus one steal per pair, each at most the quota (`finish` caps
     every limit there): `quota * (1 + n // 2)`, whatever one broker reports (a liar's usage is what its partner
     steals towards). Across a cluster each broker ranks itself first among equal usages, so every broker tied
     below a dominant one pairs itself with it: up to `n` quotas (adversaries scenario: 323 on a quota of 100).
     """
-    share = pip82_proportional(view, settings)
-    shape = view.shape
-    gap = _partner_usage(view)
-    gap -= view.usage  # > 0: the partner uses more; < 0: this broker dominates
+    share = pip82_proportional(chunk, settings)
+    shape = chunk.shape
+    gap = _partner_usage(chunk)
+    gap -= chunk.usage  # > 0: the partner uses more; < 0: this broker dominates
     dominant = np.less(gap, 0.0, out=scratch("steal.dominant", shape, bool))
-    stealing = view.throttled(settings.throttle_tolerance)
+    stealing = chunk.throttled(settings.throttle_tolerance)
     stealing &= np.greater(gap, 0.0, out=scratch("steal.gap_above", shape, bool))
     # the gap's array holds the steal, then the excess: one array less to keep in cache
     steal = np.multiply(gap, settings.steal_fraction, out=gap)
-    steal += view.usage  # steal_fraction of the way to the partner's usage
+    steal += chunk.usage  # steal_fraction of the way to the partner's usage
     steal *= stealing
     np.maximum(share, steal, out=share)  # where not stealing, steal is 0 and the share (>= 0) stays
-    excess = np.subtract(share, view.usage, out=steal)
-    excess -= view.residual  # share - (quota - sum(others' usage))
+    excess = np.subtract(share, chunk.usage, out=steal)
+    excess -= chunk.residual  # share - (quota - sum(others' usage))
     np.maximum(excess, 0.0, out=excess)
     excess *= dominant  # only a dominant broker yields
     share -= excess
     return share
 
 
-def doorman_proportional(view: View, settings: WantsSettings) -> np.ndarray:
-    """Doorman's ProportionalShare (algorithm.go), computed by every broker from the shared view.
+def doorman_proportional(chunk: RuleChunk, settings: WantsSettings) -> np.ndarray:
+    """Doorman's ProportionalShare (algorithm.go), computed by every broker from the shared chunk.
 
     "Fair" is: everyone gets what it wants while the wants fit in the quota; in overload everyone still gets
     what it wants up to its equal share `quota / n_present`, and the brokers wanting more get the equal share
@@ -114,11 +116,11 @@ def doorman_proportional(view: View, settings: WantsSettings) -> np.ndarray:
     to the capacity not leased to others; the brokers here compute everyone's share at once from one
     snapshot, and the shares add up to at most the quota, so that clamp has nothing left to do.
     """
-    wants = _wants(view, settings)
-    equal_share = view.equal_share
+    wants = _wants(chunk, settings)
+    equal_share = chunk.equal_share
     beyond = wants - equal_share
     unclaimed = np.minimum(beyond, 0.0)
-    unclaimed *= view.present
+    unclaimed *= chunk.present
     extra_capacity = -broker_sum(unclaimed)
     need = np.maximum(beyond, 0.0, out=beyond)
     extra_need = broker_sum(need)
@@ -130,7 +132,7 @@ def doorman_proportional(view: View, settings: WantsSettings) -> np.ndarray:
     return np.minimum(gets, wants, out=gets)
 
 
-def max_min_fair_share(view: View, settings: WantsSettings) -> np.ndarray:
+def max_min_fair_share(chunk: RuleChunk, settings: WantsSettings) -> np.ndarray:
     """Max-min fair water-filling of the quota over the wants (Doorman's FairShare, this project's fair-share).
 
     "Fair" is max-min: a broker wanting less than the water level gets all it wants, everyone else gets the
@@ -138,24 +140,24 @@ def max_min_fair_share(view: View, settings: WantsSettings) -> np.ndarray:
     Wants are as in `_wants`. Doorman's FairShare and the project's `fair-share` are this same computation;
     Doorman's server approximates the level with two redistribution rounds, we compute it exactly.
     """
-    wants = _wants(view, settings)
-    return np.minimum(wants, water_level(view.quota, wants), out=scratch("max_min_fair_share", view.shape))
+    wants = _wants(chunk, settings)
+    return np.minimum(wants, water_level(chunk.quota, wants), out=scratch("max_min_fair_share", chunk.shape))
 
 
-def _wants(view: View, settings: WantsSettings) -> np.ndarray:
+def _wants(chunk: RuleChunk, settings: WantsSettings) -> np.ndarray:
     """[B, g] what each broker wants: its reported demand; without demand, its usage, except that a broker
     held at its own limit (throttled per `throttle_tolerance`) wants `limit * (1 + headroom)`, so it can
     grow while its true demand is hidden behind the limit."""
-    if view.demand is not None:
-        return view.demand
-    beyond_usage = np.multiply(view.limit, 1.0 + settings.headroom, out=scratch("wants", view.shape))
-    beyond_usage -= view.usage
+    if chunk.demand is not None:
+        return chunk.demand
+    beyond_usage = np.multiply(chunk.limit, 1.0 + settings.headroom, out=scratch("wants", chunk.shape))
+    beyond_usage -= chunk.usage
     np.maximum(beyond_usage, 0.0, out=beyond_usage)
-    beyond_usage *= view.throttled(settings.throttle_tolerance)
-    return np.add(view.usage, beyond_usage, out=beyond_usage)  # max(usage, limit * (1 + headroom)) if held
+    beyond_usage *= chunk.throttled(settings.throttle_tolerance)
+    return np.add(chunk.usage, beyond_usage, out=beyond_usage)  # max(usage, limit * (1 + headroom)) if held
 
 
-def _partner_usage(view: View) -> np.ndarray:
+def _partner_usage(chunk: RuleChunk) -> np.ndarray:
     """[B, g] the usage of each present broker's partner: the k-th lowest is paired with the k-th highest.
 
     Brokers are ranked by usage (ties by row) with the absent ones last. An absent broker's partner
@@ -166,20 +168,20 @@ def _partner_usage(view: View) -> np.ndarray:
     next to each other, and its flat index `j * B + rank` one addition away from the rank), and each broker's
     partner gathered from it.
     """
-    shape = view.shape
-    if view.everyone_present and shape[0] <= ORDER_TABLE_MAX_BROKERS:
-        return _partner_by_order(view.usage)
-    rank = _stable_rank(view.usage if view.everyone_present else np.where(view.present, view.usage, np.inf))
+    shape = chunk.shape
+    if chunk.everyone_present and shape[0] <= ORDER_TABLE_MAX_BROKERS:
+        return _partner_by_order(chunk.usage)
+    rank = _stable_rank(chunk.usage if chunk.everyone_present else np.where(chunk.present, chunk.usage, np.inf))
     group_start, mirrored = _group_major_starts(*shape)
     at_rank = scratch("partner.at_rank", shape, np.intp)
     np.copyto(at_rank, rank)  # widened first: an addition that casts as it goes costs more
     at_rank += group_start  # flat index of the place of rank r in group j: j * B + r
     by_rank = scratch("partner.by_rank", shape[::-1])
-    by_rank.ravel()[at_rank] = view.usage  # by_rank[j, k]: the usage of rank k in group j
-    if view.everyone_present:  # rank B - 1 - r in group j: 2 * j * B + B - 1 - (j * B + r)
+    by_rank.ravel()[at_rank] = chunk.usage  # by_rank[j, k]: the usage of rank k in group j
+    if chunk.everyone_present:  # rank B - 1 - r in group j: 2 * j * B + B - 1 - (j * B + r)
         at_partner = np.subtract(mirrored, at_rank, out=at_rank)
     else:
-        at_partner = np.subtract(view.n_present.astype(np.intp) - 1, rank, out=at_rank, dtype=np.intp)
+        at_partner = np.subtract(chunk.n_present.astype(np.intp) - 1, rank, out=at_rank, dtype=np.intp)
         np.maximum(at_partner, 0, out=at_partner)  # an absent broker's partner: the lowest present usage
         at_partner += group_start
     # the indices are in range: mode="clip" skips the bounds check that makes np.take buffer its output

@@ -1,6 +1,7 @@
 """One service of the embedding example: a plain asyncio process that admits messages through `allocator`'s token
 bucket and shares one quota with its peers, each running `allocator`'s `BrokerNode`, the reports on Redis
-Pub/Sub in quotalab's frames (`actors/redis_wire.py`: a quotalab run can listen in). No Ray, no quotalab runtime.
+Pub/Sub in quotalab's frames (`actors/transport/redis_wire.py`: a quotalab run can listen in). No Ray, no quotalab
+runtime.
 
     python examples/embedding/service.py --name b1 --peers b1 b2 b3 --redis-url redis://127.0.0.1:6379/0
 
@@ -23,7 +24,7 @@ import numpy as np
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from actors.redis_wire import FrameError, SequenceGaps, Sequencer, channel_name, frame, unframe
+from actors.transport.redis_wire import FrameError, SequenceGaps, Sequencer, channel_name, frame, unframe
 from allocator import policies
 from allocator.limiter.token_bucket import TokenBucket
 from allocator.node.broker_node import BrokerNode, Traffic
@@ -121,9 +122,8 @@ class Service:
         self.node.claim(traffic)  # the usage it reports: what the bucket really admitted
         await self.publish(self.node.build_reports(traffic, now).payloads)
         payloads, self.inbox = self.inbox, []
-        self.node.receive(payloads, now)
-        self.node.cleanup(now)
-        limit = float(self.node.allocate()[0, 0])
+        self.node.finish_round(payloads, now)  # the registry's deaths and roster too, where a service has one
+        limit = float(self.node.limit[0, 0])
         self.producers.bucket.set_rate(limit, capacity=self.capacity(limit))
         record = {"name": self.name, "round": round_index, "t": now, "elapsed_s": elapsed_s, "offered": offered,
                   "admitted": admitted, "limit": limit, "view": int(self.node.table.view_brokers()[0]),
@@ -174,7 +174,7 @@ class Service:
             await asyncio.sleep(SLICE_S)
 
     def bucket(self, rate: float) -> TokenBucket:
-        return TokenBucket(rate, capacity=self.capacity(rate))
+        return TokenBucket(rate, capacity=self.capacity(rate), clock=time.monotonic_ns)
 
     def capacity(self, rate: float) -> float:
         """A round's worth of tokens, and at least one: a bucket that cannot hold a token admits nothing."""

@@ -84,7 +84,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         url = args.redis_url
         if url is None:
-            from actors.redis_server import RedisServer
+            from actors.transport.redis_server import RedisServer
 
             url = stack.enter_context(RedisServer()).url
         asyncio.run(watch(url, args.quota, args.seconds, args.interval_s))

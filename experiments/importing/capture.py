@@ -18,7 +18,7 @@ import numpy as np
 
 from allocator.node.relay import MARK
 from allocator.wire.codec import MAX_REPORT_BYTES, decode_report
-from allocator.wire.pulsar import codec as pulsar_codec
+from allocator.wire.pulsar import usage_info
 from allocator.wire.report_fields import ReportError
 from experiments.errors import UserError
 from experiments.importing.usage import MAX_EXPORT_BYTES, ClusterUsage, filled, mean_sizes
@@ -66,7 +66,7 @@ class CaptureWriter:
         report = decode_report(payload)
         bounds = np.array([0, len(report.group_ids)])
         rows = np.arange(len(report.group_ids))
-        (converted,) = pulsar_codec.encode_split(report, rows, bounds, self.group_names, self.interval_s)
+        (converted,) = usage_info.encode_split(report, rows, bounds, self.group_names, self.interval_s)
         return converted
 
 
@@ -104,7 +104,7 @@ def capture_usage(path: Path, interval_s: float | None = None) -> ClusterUsage:
     infos = []
     for index, (time_s, payload) in enumerate(read_records(path)):
         try:
-            infos.append((time_s, pulsar_codec.decode(payload, MAX_REPORT_BYTES)))
+            infos.append((time_s, usage_info.decode(payload, MAX_REPORT_BYTES)))
         except ReportError as error:
             raise UserError(f"{path}: record {index}: not a valid ResourceUsageInfo: {error.reason}") from None
     interval_s = interval_s or _shortest_gap(path, infos)

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_type
 
-from actors.telemetry import SCHEMAS
+from actors.telemetry.writer import SCHEMAS
 from experiments.errors import UserError
 from experiments.report import preflight
 from experiments.report.manifest import check_manifest

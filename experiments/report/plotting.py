@@ -61,12 +61,6 @@ def plotly_script() -> str:
     return f"<script>{bundle}</script>"
 
 
-def bundle_version() -> str:
-    """The plotly.js version of the vendored bundle (its first comment: `plotly.js (basic - minified) vX.Y.Z`)."""
-    header = PLOTLY_BUNDLE.read_text(encoding="utf-8")[:200]
-    return header.split(" v", 1)[1].split()[0]
-
-
 def base_layout(height: int, **extra: Any) -> dict[str, Any]:
     """The layout every figure starts from: white, legible at 1400 px (14 px text), legend on the right,
     one hover box per x listing every series."""

@@ -2,7 +2,7 @@
 (one table), the time throttled by each of PIP-385's five reasons (another), and a figure, side by side for the
 runs (e.g. one per throttle mode).
 
-Present only when a run has producer telemetry: the `producers` table (actors/telemetry.py) is empty for a
+Present only when a run has producer telemetry: the `producers` table (actors/telemetry/writer.py) is empty for a
 run without producers, and absent from runs written before it existed.
 """
 
@@ -13,7 +13,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from actors.producers import THROTTLED_COLUMNS
+from actors.hosts.broker_producers import THROTTLED_COLUMNS
 from experiments.report import plotting
 from experiments.report.page import Section, html_table, note
 from experiments.report.plotting import Figure, figure_html, line

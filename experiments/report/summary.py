@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from actors.liveness import run_status
+from actors.telemetry.liveness import run_status
 from experiments.report import agreement, groups, metrics, quota_section
 from experiments.report.load import Runs
 from experiments.report.quota_section import QuotaTelemetry

@@ -61,6 +61,7 @@ _RULES: dict[type, dict[str, Any]] = {
         "mode": ("lockstep", "realtime"),
         "backend": ("ray", "local"),
         "brokers_per_actor": checks.Range(1, cap=MAX_BROKERS),
+        "restart_lost_after_rounds": _DELAY,
     },
     ReportingSpec: {"threshold_pct": checks.Range(0, cap=MAX_THRESHOLD_PCT), "force_every": _LENGTH, "wire": WIRES},
     CleanupSpec: {

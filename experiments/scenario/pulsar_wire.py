@@ -21,7 +21,7 @@ def check(scenario: Scenario) -> None:
         return
     if reporting.report_demand:
         _refuse("reporting.report_demand", "demand")
-    if policies.POLICIES[scenario.policy.name].hooks.claims_estimated_demand:
+    if policies.POLICIES[scenario.policy.name].claims_estimated_demand:
         raise checks.FieldError(
             "policy",
             f"{scenario.policy.name} reports the demand it estimates, which reporting.wire: pulsar cannot carry "

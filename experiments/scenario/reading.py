@@ -13,7 +13,7 @@ import yaml
 
 from experiments import checks
 from experiments.errors import ScenarioError
-from experiments.scenario import converter, events, generation, producers, pulsar_wire, sections, transport
+from experiments.scenario import clients, converter, events, generation, pulsar_wire, sections, transport
 from experiments.scenario.spec import ChannelSpec, CleanupSpec, FallbackSpec, GroupSpec, RealtimeSpec, Scenario
 from experiments.user_files import UnreadableFileError, read_capped
 
@@ -232,7 +232,7 @@ def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
     transport.check_channel(channel, mode, "channel")
     context = replace(context, own_redis=transport.own_server(channel, membership))
     _check_ramps(groups, settings.get("interval_s", Scenario.interval_s))
-    throttle = producers.throttle(top.get("throttle", {}), "throttle", settings.get("interval_s", Scenario.interval_s))
+    throttle = clients.throttle(top.get("throttle", {}), "throttle", settings.get("interval_s", Scenario.interval_s))
     scenario = Scenario(
         **settings,
         groups=groups,
@@ -247,7 +247,7 @@ def _scenario(top: dict[str, Any], base_dir: Path) -> Scenario:
         fallback=_fallback(top.get("fallback", {}), "fallback", reporting.force_every),
         generated=generated,
         throttle=throttle,
-        clients=producers.clients(top.get("clients", []), "clients", context, throttle.step_ms),
+        clients=clients.clients(top.get("clients", []), "clients", context, throttle.step_ms),
     )
     pulsar_wire.check(scenario)
     return scenario

@@ -1,7 +1,7 @@
 """A scenario as its author wrote it, checked: the dataclasses `experiments.scenario` parses YAML into.
 
 Allowed keys are these fields, and every default here is the default a scenario file gets when it leaves the
-key out. Units are the author's (rounds); `experiments.plan.build_plan` translates a scenario once into the
+key out. Units are the author's (rounds); `experiments.planner.build_plan` translates a scenario once into the
 plan the runtime runs (`actors.plan`), which never sees these.
 """
 
@@ -225,10 +225,13 @@ class Scenario:
     realtime: RealtimeSpec = field(default_factory=RealtimeSpec)
     fallback: FallbackSpec = field(default_factory=FallbackSpec)
     brokers_per_actor: int = 1  # ray backend: logical brokers hosted by one actor
+    # brokers whose host's process died (on Ray: killed, or its node lost) start again, on a new host placed on a
+    # node still up, this many rounds after the round that saw them lost, as a `restart` event does; 0: never
+    restart_lost_after_rounds: int = 0
     description: str = ""
     generated: dict[str, Any] | None = None  # the `generated:` block that groups and brokers came from
     throttle: ThrottleSpec = field(default_factory=ThrottleSpec)
-    clients: tuple[ClientSpec, ...] = ()  # producers on connections (experiments.scenario.producers)
+    clients: tuple[ClientSpec, ...] = ()  # producers on connections (experiments.scenario.clients)
 
     def dimensions(self) -> tuple[str, ...]:
         """Quota dimensions used by any group, in the canonical order of DIMENSIONS."""

@@ -20,8 +20,8 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from experiments.sweep.metrics import METRICS
-from experiments.sweep.spec import Objective
+from experiments.sweep.run_scores import METRICS
+from experiments.sweep.sweep_file import Objective
 
 Metrics = Mapping[str, float | None]  # one run: metric -> value (null when undefined)
 

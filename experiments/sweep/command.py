@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from experiments.catalog import sweep_file
     from experiments.sweep import default_out, run_sweep
     from experiments.sweep.expand import plan_sweep
-    from experiments.sweep.spec import load_sweep
+    from experiments.sweep.sweep_file import load_sweep
 
     plan = plan_sweep(load_sweep(sweep_file(args.sweep)))
     out = args.out or default_out(plan.sweep.name)
@@ -66,9 +66,10 @@ def run(args: argparse.Namespace) -> int:
     outcome = run_sweep(plan, out, address=args.address, max_parallel=args.max_parallel, master=args.master)
     execution, summary = outcome.execution, outcome.results.summary
     stopped = f", {len(execution.stopped_early)} candidates stopped early" if execution.stopped_early else ""
+    repeated = f", {len(execution.repeated)} run more than once" if execution.repeated else ""
     print(
         f"ran {len(execution.ran)} runs in {execution.wall_s:.1f} s, {len(execution.skipped)} already complete, "
-        f"{len(execution.failed)} failed{stopped}"
+        f"{len(execution.failed)} failed{stopped}{repeated}"
     )
     print(describe_best(summary))
     print(summary["best"]["fragment"], end="")

@@ -25,7 +25,7 @@ import yaml
 from experiments.errors import ScenarioError
 from experiments.scenario import parse_scenario
 from experiments.sweep.search import GridSearch
-from experiments.sweep.spec import Sweep, blame
+from experiments.sweep.sweep_file import Sweep, blame
 
 HASH_LENGTH = 6
 NUMBER_WIDTH = 3  # cfg-007: at least three digits, more when a sweep has more candidates

@@ -38,8 +38,8 @@ from pyspark.sql import types as T
 from experiments.report import metrics as report_metrics
 from experiments.report.load import load_runs
 from experiments.report.session import pandas_3_accepted
-from experiments.sweep.metrics import METRICS, run_metrics
-from experiments.sweep.spec import Objective
+from experiments.sweep.run_scores import METRICS, run_metrics
+from experiments.sweep.sweep_file import Objective
 
 PER_RUN_SCHEMA = T.StructType(
     [

@@ -32,10 +32,10 @@ from pyspark.sql import SparkSession
 from experiments.errors import UserError
 from experiments.sweep import aggregate
 from experiments.sweep.expand import Configuration, SweepPlan, fragment
-from experiments.sweep.html import render_sweep
-from experiments.sweep.metrics import METRICS
 from experiments.sweep.rank import RANKING_RULE, Ranking, rank_sweep
+from experiments.sweep.run_scores import METRICS
 from experiments.sweep.store import run_record
+from experiments.sweep.sweep_page import render_sweep
 
 if TYPE_CHECKING:
     from experiments.sweep.store import RunStore

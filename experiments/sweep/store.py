@@ -5,16 +5,17 @@ sweep, candidate, knobs, condition, seed and `fixed` it was run with, then its m
 runs its scenario in a scratch directory of whatever node it is on and sends the files here (`put`): they are
 written under `.<run_id>.partial/` and renamed to `<run_id>/`, so every run directory is on the driver's disk
 (the nodes of a cluster need no shared storage) and appears whole or not at all. `measure` then has the runs'
-metrics computed by the report module's Spark jobs (`SparkJobs`, `rank.collect_run_metrics`) and writes them
+metrics computed by the Spark jobs (`experiments.sweep.spark_jobs`) and writes them
 into their records. A run counts as done when its manifest says `complete` and its record matches the plan and holds its
-metrics; anything else at its place (a run made from other settings, a run interrupted, a run not measured)
-is replaced when the run is done again.
+metrics; one complete but not measured (its trial was lost, with its node, between `put` and `measure`) is
+measured by the trial that retries it, not run again (`unmeasured`); anything else at its place (a run made
+from other settings, a run interrupted) is replaced when the run is done again. A record also says where its
+run ran (`ran_on`: the Ray node's id and address), and the tally counts a run stored twice (`repeated`), so
+that a sweep that lost a node shows every run stored once.
 
-`RunStore` and `SparkJobs` are plain classes (usable in-process); a sweep on Ray holds each as an actor on the
-driver's node: a store per sweep (`store_actor`), which every trial calls, so its `tally` is what that sweep
-command ran, found complete and saw fail (the driver shows it as the progress bar); and the Spark jobs
-(`spark_actor`, its SparkSession started at the first measure), named so that a program running several
-sweeps (the tests) can start them once, keep the handle, and have every sweep find them by name.
+`RunStore` is a plain class (usable in-process); a sweep on Ray holds it as an actor on the driver's node, one
+per sweep (`store_actor`), which every trial calls, so its `tally` is what that sweep command ran, found
+complete and saw fail (the driver shows it as the progress bar).
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from experiments.sweep.expand import Configuration, PlannedRun, SweepPlan
+from experiments.sweep.expand import PlannedRun, SweepPlan
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    pass
 
 RECORD = "sweep-run.json"
 Metrics = dict[str, float | None]
@@ -55,12 +56,13 @@ def run_record(plan: SweepPlan, run: PlannedRun) -> dict[str, Any]:
 @dataclass
 class Tally:
     """What the trials did through this store: runs ran (-> their own seconds), found complete, failed (-> the
-    error line), and the seconds spent measuring (Spark)."""
+    error line), stored more than once (-> how many times more), and the seconds spent measuring (Spark)."""
 
     ran: dict[str, float] = field(default_factory=dict)
     skipped: set[str] = field(default_factory=set)
     failed: dict[str, str] = field(default_factory=dict)
     measure_s: float = 0.0
+    repeated: dict[str, int] = field(default_factory=dict)
 
 
 class RunStore:
@@ -79,28 +81,50 @@ class RunStore:
     def done(self, record: dict[str, Any], *, skipping: bool = False) -> Metrics | None:
         """The metrics of the complete, measured run made from `record`, or None if there is none; `skipping`:
         a trial will not run it again (counted in the tally)."""
+        found = self._complete(record)
+        metrics = None if found is None else found.get("metrics")
+        if not isinstance(metrics, dict):
+            return None
+        if skipping:
+            self._skip(record)
+        return metrics
+
+    def unmeasured(self, record: dict[str, Any], *, skipping: bool = False) -> bool:
+        """Whether the run made from `record` is complete but not measured (its trial was lost before it could
+        measure it): the trial that retries it measures it instead of running it again."""
+        found = self._complete(record)
+        if found is None or found.get("metrics") is not None:
+            return False
+        if skipping:
+            self._skip(record)
+        return True
+
+    def _complete(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """The stored record of the complete run made from `record` (with its metrics and `ran_on` when it has
+        them), or None."""
         run_dir = self.runs_dir / record["run_id"]
         try:
             manifest = json.loads((run_dir / "manifest.json").read_text())
             found = json.loads((run_dir / RECORD).read_text())
         except (OSError, ValueError):
             return None
-        metrics = found.pop("metrics", None)
-        if manifest.get("status") != "complete" or found != record or not isinstance(metrics, dict):
-            return None
-        if skipping:
-            with self._lock:
-                self._tally.skipped.add(record["run_id"])
-        return metrics
+        made_from = {key: value for key, value in found.items() if key not in ("metrics", "ran_on")}
+        return found if manifest.get("status") == "complete" and made_from == record else None
+
+    def _skip(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            self._tally.skipped.add(record["run_id"])
 
     def complete(self, records: list[dict[str, Any]]) -> list[str]:
         """The run ids of `records` whose runs are complete and measured."""
         return [record["run_id"] for record in records if self.done(record) is not None]
 
-    def put(self, record: dict[str, Any], files: dict[str, bytes], seconds: float) -> None:
+    def put(
+        self, record: dict[str, Any], files: dict[str, bytes], seconds: float, ran_on: dict[str, str] | None = None
+    ) -> None:
         """Write a finished run's files (path relative to the run directory -> bytes) and its record (no
-        metrics yet) to `runs_dir/<run_id>/`, replacing whatever was there in one rename; `seconds` is the
-        run's own time."""
+        metrics yet; `ran_on`: the node that ran it) to `runs_dir/<run_id>/`, replacing whatever was there in
+        one rename; `seconds` is the run's own time."""
         run_id = record["run_id"]
         partial = self.runs_dir / f".{run_id}.partial"
         shutil.rmtree(partial, ignore_errors=True)
@@ -108,7 +132,8 @@ class RunStore:
         for name, data in files.items():
             (partial / name).parent.mkdir(parents=True, exist_ok=True)
             (partial / name).write_bytes(data)
-        (partial / RECORD).write_text(json.dumps(record, indent=2) + "\n")
+        stored = record if ran_on is None else {**record, "ran_on": ran_on}
+        (partial / RECORD).write_text(json.dumps(stored, indent=2) + "\n")
         final = self.runs_dir / run_id
         if final.is_dir():
             shutil.rmtree(final)
@@ -116,6 +141,8 @@ class RunStore:
             final.unlink()
         os.replace(partial, final)
         with self._lock:
+            if run_id in self._tally.ran:
+                self._tally.repeated[run_id] = self._tally.repeated.get(run_id, 0) + 1
             self._tally.ran[run_id] = seconds
             self._tally.failed.pop(run_id, None)
 
@@ -127,7 +154,7 @@ class RunStore:
     def tally(self) -> Tally:
         with self._lock:
             tally = self._tally
-            return Tally(dict(tally.ran), set(tally.skipped), dict(tally.failed), tally.measure_s)
+            return Tally(dict(tally.ran), set(tally.skipped), dict(tally.failed), tally.measure_s, dict(tally.repeated))
 
     def measure(self, run_ids: list[str]) -> dict[str, Metrics]:
         """The metrics of runs already `put`, computed by the Spark jobs and written into their records."""
@@ -142,51 +169,6 @@ class RunStore:
         with self._lock:
             self._tally.measure_s += time.perf_counter() - started
         return measured
-
-
-class SparkJobs:
-    """The sweeps' Spark jobs in one SparkSession, started on first use: each run's metrics (the report
-    module's), and a sweep's ranking and outputs (`results.build_results`)."""
-
-    def __init__(self, master: str = "local[*]", spark: SparkSession | None = None) -> None:
-        self.master = master
-        self._spark = spark
-        self._owns_spark = spark is None
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"SparkJobs(master={self.master!r}, spark={'up' if self._spark else 'down'})"
-
-    def measure(self, run_dirs: list[Path]) -> dict[str, Metrics]:
-        """run_id -> metrics of each run directory (`rank.collect_run_metrics`)."""
-        from experiments.sweep.rank import collect_run_metrics
-
-        return collect_run_metrics(self.spark(), run_dirs)
-
-    def results(
-        self, plan: SweepPlan, candidates: list[Configuration], runs_dir: Path, out_dir: Path, **kwargs: Any
-    ) -> Any:
-        """`results.build_results` over the runs in `runs_dir` (read, not written: this may be another process
-        than the sweep's store, on the same machine)."""
-        from experiments.sweep.results import build_results
-
-        reader = RunStore(runs_dir, self)
-        return build_results(plan, candidates, reader, Path(out_dir), spark=self.spark(), **kwargs)
-
-    def close(self) -> None:
-        """Stop the SparkSession if these jobs started it."""
-        with self._lock:
-            if self._spark is not None and self._owns_spark:
-                self._spark.stop()
-            self._spark = None
-
-    def spark(self) -> SparkSession:
-        with self._lock:
-            if self._spark is None:
-                from experiments.report.session import spark_session
-
-                self._spark = spark_session(self.master)
-            return self._spark
 
 
 def call(target: Any, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -204,33 +186,11 @@ def store_actor(runs_dir: Path, spark_jobs: Any) -> Any:
     takes no CPU of the trials' and serves several of them at once."""
     import ray
 
-    options = {"num_cpus": 0, "max_concurrency": 8, "scheduling_strategy": _this_node()}
+    options = {"num_cpus": 0, "max_concurrency": 8, "scheduling_strategy": this_node()}
     return ray.remote(RunStore).options(**options).remote(Path(runs_dir).resolve(), spark_jobs)  # own cwd there
 
 
-def spark_actor(master: str) -> Any:
-    """A `SparkJobs` actor on this node, named `SPARK_ACTOR` (`find_spark_actor`). Like any actor it lives as
-    long as its handle: keep it to keep the JVM for the next sweep."""
-    import ray
-
-    options = {"name": SPARK_ACTOR, "num_cpus": 0, "max_concurrency": 8, "scheduling_strategy": _this_node()}
-    return ray.remote(SparkJobs).options(**options).remote(master)
-
-
-def find_spark_actor() -> Any | None:
-    """The `SparkJobs` actor this program started, if any."""
-    import ray
-
-    try:
-        return ray.get_actor(SPARK_ACTOR)
-    except ValueError:
-        return None
-
-
-SPARK_ACTOR = "quotalab-sweep-spark"
-
-
-def _this_node() -> Any:
+def this_node() -> Any:
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 

@@ -7,7 +7,9 @@ core keeps a machine busy without the overhead of one actor per broker); its fil
 writes them on the driver's machine and measures them with Spark.
 
 A run already complete in the store (same record, measured) is not run again: that is how a trial restarted by
-Tune after its worker died, or a candidate of a resumed sweep, picks up where it stopped. A run that raises is
+Tune after its worker died (or its node was lost), or a candidate of a resumed sweep, picks up where it stopped;
+one complete but not yet measured (stored by a trial lost before its measure) is measured, not run again, so a
+retried trial runs each of its runs once in all. Each run's record says which node ran it. A run that raises is
 recorded with its error line and the others go on. Conditions run in order, every seed of one before the next,
 so with `stop_early` the candidate stops after the first condition when that condition already breaches the
 bound (see `spec.StopEarly`).
@@ -15,6 +17,7 @@ bound (see `spec.StopEarly`).
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 from collections.abc import Sequence
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from actors.hosts.backends import placement_here
 from experiments.run import run_scenario
 from experiments.sweep import aggregate
 from experiments.sweep.expand import Configuration, PlannedRun, SweepPlan
@@ -71,8 +75,9 @@ def run_candidate(plan: SweepPlan, config: Configuration, store: Any) -> Candida
 
 
 def _run_all(plan: SweepPlan, runs: Sequence[PlannedRun], store: Any, outcome: CandidateOutcome) -> list[str]:
-    """Run the runs not already complete and send them to the store; returns the run ids stored."""
-    stored = []
+    """Run the runs not already complete and send them to the store; returns the run ids to measure (those it
+    ran, and those an earlier attempt stored without measuring them)."""
+    to_measure = []
     for run in runs:
         record = run_record(plan, run)
         metrics = call(store, "done", record, skipping=True)
@@ -80,21 +85,34 @@ def _run_all(plan: SweepPlan, runs: Sequence[PlannedRun], store: Any, outcome: C
             outcome.metrics[run.run_id] = metrics
             outcome.skipped.append(run.run_id)
             continue
+        if call(store, "unmeasured", record, skipping=True):
+            outcome.skipped.append(run.run_id)
+            to_measure.append(run.run_id)
+            continue
         try:
             seconds, files = execute_run(plan, run)
-            call(store, "put", record, files, seconds)
+            call(store, "put", record, files, seconds, _this_node())
         except Exception as error:  # any failure of one run is reported, and the others go on
             outcome.failed[run.run_id] = error_line(error)
             call(store, "fail", run.run_id, outcome.failed[run.run_id])
             continue
-        stored.append(run.run_id)
-    return stored
+        outcome.ran.append(run.run_id)
+        to_measure.append(run.run_id)
+    return to_measure
 
 
 def _measure(store: Any, run_ids: list[str], outcome: CandidateOutcome) -> None:
     if run_ids:
         outcome.metrics.update(call(store, "measure", run_ids))
-        outcome.ran.extend(run_ids)
+
+
+def _this_node() -> dict[str, str] | None:
+    """The Ray node this trial runs on, as a run's record names it (None outside Ray)."""
+    import ray
+
+    if not ray.is_initialized():
+        return None
+    return dataclasses.asdict(placement_here())
 
 
 def _breaches(plan: SweepPlan, batch: Sequence[PlannedRun], outcome: CandidateOutcome) -> bool:

@@ -17,9 +17,11 @@ failed are (`restart_errored`), and inside a trial the runs already complete are
 a new experiment; its candidates still find the runs they share with the old one complete.
 
 Failures: a run that raises is recorded and its candidate's other runs go on; the trial then fails, so Tune
-retries it once at once (`max_failures`, which also covers a worker process that died) and a later run of the
-same command retries it again. The run directories are written by the store actor on this machine
-(`store.py`): the trials can run on any node of a cluster joined with `--address`.
+retries it once at once (`max_failures`, which also covers a worker process that died, or a node lost with the
+trials it ran: Tune runs them again on the nodes still up) and a later run of the same command retries it
+again. A retried trial picks up where the lost one stopped: its runs stored are not run again (`trial.py`).
+The run directories are written by the store actor on this machine (`store.py`): the trials can run on any
+node of a cluster joined with `--address`.
 """
 
 from __future__ import annotations
@@ -37,11 +39,12 @@ import ray
 from ray import tune
 from ray.tune.search.optuna import OptunaSearch
 
-from actors.backends import init_ray
+from actors.hosts.backends import init_ray
 from experiments.progress import progress
 from experiments.sweep.expand import NUMBER_WIDTH, Configuration, SweepPlan, candidate, short_hash
 from experiments.sweep.search import Distribution
-from experiments.sweep.store import find_spark_actor, run_record, spark_actor, store_actor
+from experiments.sweep.spark_jobs import find_spark_actor, spark_actor
+from experiments.sweep.store import run_record, store_actor
 from experiments.sweep.trial import run_candidate
 
 CANDIDATE = "candidate"  # a grid or random trial's config: the candidate's index in the plan
@@ -59,7 +62,8 @@ class ExecutionSummary:
     """What one `execute_sweep` call did: the runs it ran, the sweep's runs it found complete (`skipped`: run by
     an earlier call) and those that failed (run id, or candidate id when its trial failed before it could say,
     -> error line); `candidates` every candidate that has a trial, in order, and `stopped_early` those stopped
-    after their first condition."""
+    after their first condition; `repeated` the runs stored more than once (-> how many times more: none when
+    retried trials picked up where the lost ones stopped)."""
 
     ran: tuple[str, ...]
     skipped: tuple[str, ...]
@@ -70,6 +74,7 @@ class ExecutionSummary:
     run_seconds: float = 0.0  # the runs' own time, summed over `ran`
     measure_seconds: float = 0.0  # the store's Spark passes measuring them
     experiment: Path | None = None
+    repeated: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def experiment_dir(plan: SweepPlan, out_dir: Path) -> Path:
@@ -110,7 +115,7 @@ def execute_sweep(
 
     Returns the summary and `results.SweepResults` (None without `rank`). When Ray is not initialized yet, a
     local instance is started (or the cluster at `address` joined, e.g. "auto") and shut down at the end. The
-    Spark jobs are the program's `store.spark_actor` if it started one, else an actor of this call's own."""
+    Spark jobs are the program's `spark_jobs.spark_actor` if it started one, else an actor of this call's own."""
     started = time.perf_counter()
     # Tune's newer console output prints its experiment's settings whatever the verbosity; the older one is
     # silent at verbose=0, and the sweep shows its own progress bar.
@@ -178,6 +183,7 @@ def _fit(
         run_seconds=sum(tally.ran.values()),
         measure_seconds=tally.measure_s,
         experiment=path,
+        repeated=dict(tally.repeated),
     )
 
 

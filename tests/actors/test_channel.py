@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.channel import Channel, Counters, Exchange
 from actors.plan import Burst, ChannelPlan
+from actors.transport.channel import Channel, Counters, Exchange
 
 N = 20_000
 

@@ -10,7 +10,7 @@ import pytest
 # pins the heap's top, so free() alone cannot shrink it), then prints the RSS before and after the release.
 CHILD = """
 import numpy as np
-from actors.heap import release_free_heap
+from actors.telemetry.heap import release_free_heap
 
 def rss_mb():
     with open("/proc/self/statm") as statm:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from actors.lag_histogram import LagHistogram
+from actors.telemetry.lag_histogram import LagHistogram
 
 
 def test_percentiles_are_within_two_percent_and_the_rest_is_exact():

@@ -1,12 +1,12 @@
-"""A broker's lease on its registry session (`actors.leases`): three heartbeats per timeout, and the lease runs
+"""A broker's lease on its registry session (`actors.drivers.leases`): three heartbeats per timeout, and the lease runs
 out when two periods pass with none taken, one period before the registry may end the session."""
 
 from __future__ import annotations
 
 import pytest
 
-from actors.leases import Leases
-from actors.membership import Membership
+from actors.drivers.leases import Leases
+from actors.registry.membership import Membership
 
 
 def test_the_lease_runs_out_two_heartbeat_periods_after_the_last_taken():

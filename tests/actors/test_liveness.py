@@ -1,4 +1,4 @@
-"""A `running` manifest whose driver is gone reads as `died` (actors/liveness.py), from the manifest alone."""
+"""A `running` manifest whose driver is gone reads as `died` (actors/telemetry/liveness.py), from the manifest alone."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 import time
 from datetime import UTC, datetime, timedelta
 
-from actors.liveness import STALE_AFTER_S, Heartbeat, pid_exists, run_status
-from actors.telemetry import TelemetryWriter
+from actors.telemetry.liveness import STALE_AFTER_S, Heartbeat, pid_exists, run_status
+from actors.telemetry.writer import TelemetryWriter
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 

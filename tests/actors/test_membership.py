@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from actors.membership import Membership
+from actors.registry.membership import Membership
 
 
 def registered(*brokers: str, timeout: float = 3.0) -> Membership:

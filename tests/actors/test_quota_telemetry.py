@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.dataset as ds
 
-from actors.quota_telemetry import GROUP_LIMIT, QuotaTracker, fraction
+from actors.telemetry.quota_tracker import GROUP_LIMIT, QuotaTracker, fraction
 from experiments.run import run_scenario
 from experiments.scenario import parse_scenario
 

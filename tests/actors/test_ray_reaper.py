@@ -1,4 +1,4 @@
-"""The reaper of a local Ray instance (actors/ray_reaper.py), without Ray: a stand-in driver starts the reaper
+"""The reaper of a local Ray instance (actors/hosts/ray_reaper.py), without Ray: a stand-in driver starts the reaper
 and two processes holding a log open in the "session directory" as Ray's processes do (one in a session of its
 own, as an agent its raylet left behind); the driver gets SIGKILL and the reaper ends both, and nothing else."""
 
@@ -10,14 +10,14 @@ import sys
 import time
 from pathlib import Path
 
-from actors import ray_reaper
+from actors.hosts import ray_reaper
 
 # Holds a file of the session directory open, as each of Ray's processes does (logs, sockets), and waits.
 LEAF = "import sys, time; log = open(sys.argv[1], 'a'); print('ready', flush=True); time.sleep(600)"
 
 DRIVER = """
 import subprocess, sys, time
-from actors import ray_reaper
+from actors.hosts import ray_reaper
 session, leaf = sys.argv[1], sys.argv[2]
 reaper = ray_reaper.start(session)
 child = subprocess.Popen([sys.executable, "-c", leaf, session + "/raylet.out"], stdout=subprocess.PIPE, text=True)
@@ -72,7 +72,7 @@ def test_a_killed_drivers_instance_is_reaped_and_nothing_else(tmp_path: Path):
 # interpreter does while it shuts down; ends when the test writes a line.
 CLOSING_DRIVER = """
 import subprocess, sys
-from actors import ray_reaper
+from actors.hosts import ray_reaper
 session, leaf = sys.argv[1], sys.argv[2]
 own_log = open(session + "/driver.log", "a")
 reaper = ray_reaper.start(session)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from actors import adversary
+from actors.hosts import adversary
 from experiments.run import run_scenario
 from experiments.scenario import parse_scenario
 

@@ -4,13 +4,14 @@ that comes back from an outage gives the brokers their views back (its sessions 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow.dataset as ds
 
-from actors.membership import Membership
+from actors.registry.membership import Membership
 from allocator.node.broker_node import MIN_LIMIT
 from experiments.run import run_scenario
 from experiments.scenario import parse_scenario
@@ -73,6 +74,7 @@ def test_a_broker_whose_heartbeats_are_lost_fences_itself_before_its_peers_take_
     assert set(fences.target) == {"b2"} and fences.t_s.between(2.0, 3.4).all(), fences
     b2 = rounds[rounds.broker == "b2"]
     assert b2.incarnation.max() == len(fences)  # each fence a new incarnation
+    assert [json.loads(detail)["incarnation"] for detail in fences.detail] == list(range(1, len(fences) + 1))
     assert (b2[b2.t_s < 2.0].incarnation == 0).all()
     in_force = limits_in_force(rounds, fences)
     assert (in_force <= 100 + 4 * MIN_LIMIT + 1e-6).all(), in_force[in_force > 100 + 4 * MIN_LIMIT + 1e-6]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from actors.broker_host import BrokerState
-from actors.realtime import RealtimeHost
-from experiments.plan import build_plan
+from actors.drivers.realtime import RealtimeHost
+from actors.hosts.broker_host import BrokerState
+from experiments.planner import build_plan
 from experiments.scenario import parse_scenario
 from tests.actors.test_runtime_realtime import realtime_scenario
 

@@ -12,10 +12,10 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from actors.channel import Channel
 from actors.plan import ChannelPlan
-from actors.redis_channel import BACKOFF_MAX_S, RedisEndpoint, RedisLink
-from actors.redis_wire import channel_name, frame
+from actors.transport.channel import Channel
+from actors.transport.redis_channel import BACKOFF_MAX_S, RedisEndpoint, RedisLink
+from actors.transport.redis_wire import channel_name, frame
 
 PREFIXES = (f"test:endpoint:{n}" for n in itertools.count())
 WAIT_S = 15.0  # the longest any condition below may take on a loaded machine

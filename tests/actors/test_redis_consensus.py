@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.redis_consensus import RedisConsensusStore
-from allocator.node.consensus import MemoryConsensusStore, StoreUnreachableError
+from actors.registry.redis_consensus import RedisConsensusStore
+from allocator.node.pool_size import MemoryConsensusStore, StoreUnreachableError
 
 PREFIXES = itertools.count()
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.redis_wire import FrameError, SequenceGaps, Sequencer, channel_name, frame, unframe
+from actors.transport.redis_wire import FrameError, SequenceGaps, Sequencer, channel_name, frame, unframe
 
 
 @given(

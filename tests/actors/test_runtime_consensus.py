@@ -15,9 +15,9 @@ import pyarrow.dataset as ds
 import pytest
 import redis
 
-from actors.broker_host import BrokerState, LogicalBroker
-from actors.realtime import RealtimeHost
-from experiments.plan import build_plan
+from actors.drivers.realtime import RealtimeHost
+from actors.hosts.broker_host import BrokerState, LogicalBroker
+from experiments.planner import build_plan
 from experiments.run import run_scenario
 from experiments.scenario import parse_scenario
 
@@ -171,4 +171,4 @@ def test_a_broker_is_told_when_the_store_stops_and_starts_answering():
     for pool_size, reachable in [(3, True), (3, False), (3, False), (3, True)]:
         logical.apply_pool_size(pool_size, reachable)
     assert told == [False, True]
-    assert logical.node.hooks.pool_size == 3 and logical.pool_size_column() == 3
+    assert logical.node.agreed_pool_size == 3 and logical.pool_size_column() == 3

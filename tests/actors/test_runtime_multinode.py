@@ -28,8 +28,8 @@ SCRIPT = textwrap.dedent(
     from ray.cluster_utils import Cluster
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from actors.backends import RayBackend
-    from actors.broker_host import BrokerHost
+    from actors.hosts.backends import RayBackend
+    from actors.hosts.broker_host import BrokerHost
     from experiments import run as run_module
     from experiments.scenario import parse_scenario
 

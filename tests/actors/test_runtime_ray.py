@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pytest
 
-from actors.backends import RayBackend
+from actors.hosts.backends import RayBackend
 from experiments import run as run_module
 from experiments.run import run_scenario
 from experiments.scenario import parse_scenario

@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pytest
 
-from actors.realtime import STARTUP_ROUNDS
+from actors.drivers.realtime import STARTUP_ROUNDS
 from experiments.run import run_scenario
 from experiments.scenario import parse_scenario
 

@@ -155,7 +155,7 @@ def test_realtime_over_redis_on_ray(ray_session, tmp_path):
 
 
 def test_redis_url_on_the_command_line_is_checked_before_the_run(tmp_path, capsys):
-    from actors.redis_server import free_port
+    from actors.transport.redis_server import free_port
     from experiments.cli import main
 
     path = tmp_path / "s.yaml"
@@ -175,7 +175,7 @@ def test_every_shipped_scenario_accepts_the_redis_transport(tmp_path, monkeypatc
     """Every fault a shipped scenario injects applies on receipt, so each one loads and plans on Redis (run in
     real time); a lockstep one is refused for it."""
     from allocator.wire.signing import write_key_directory
-    from experiments.plan import build_plan
+    from experiments.planner import build_plan
     from experiments.scenario import ScenarioError, load_scenario, read_yaml
 
     shipped = sorted((Path(__file__).resolve().parents[2] / "experiments" / "scenarios").glob("*.yaml"))

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import experiments
-from actors.telemetry import TelemetryWriter
+from actors.telemetry.writer import TelemetryWriter
 from experiments import run as run_module
 from experiments.run import run_scenario
 from experiments.scenario import load_scenario

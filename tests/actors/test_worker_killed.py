@@ -17,12 +17,12 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pytest
 
-from actors.backends import LocalBackend, Lost, RayBackend
-from actors.broker_host import BrokerHost
-from actors.lockstep import run_lockstep
-from actors.realtime import run_realtime
-from actors.telemetry import TelemetryWriter
-from experiments.plan import build_plan
+from actors.drivers.lockstep import run_lockstep
+from actors.drivers.realtime import run_realtime
+from actors.hosts.backends import LocalBackend, Lost, RayBackend
+from actors.hosts.broker_host import BrokerHost
+from actors.telemetry.writer import TelemetryWriter
+from experiments.planner import build_plan
 from experiments.scenario import parse_scenario
 
 ROUNDS, KILL_AFTER_ROUND, VICTIM = 30, 8, "b2"
@@ -74,7 +74,7 @@ class KillableLocalBackend(LocalBackend):
         self.dead.append(handle)
 
 
-def scenario(mode: str, backend: str = "ray") -> dict[str, Any]:
+def scenario(mode: str, backend: str = "ray", restart_after_rounds: int = 0) -> dict[str, Any]:
     return {
         "name": f"worker-killed-{mode}",
         "seed": 5,
@@ -83,6 +83,7 @@ def scenario(mode: str, backend: str = "ray") -> dict[str, Any]:
         "mode": mode,
         "backend": backend,
         "brokers_per_actor": 1,
+        "restart_lost_after_rounds": restart_after_rounds,
         "policy": {"name": "fair-share-safe"},
         "cleanup": {"stale_after_rounds": 20, "max_report_age_rounds": 2, "session_timeout_rounds": 3},
         "groups": [{"name": "g1", "quota": {"publish_msgs_per_s": 120}}],
@@ -90,9 +91,11 @@ def scenario(mode: str, backend: str = "ray") -> dict[str, Any]:
     }
 
 
-def run_and_kill(mode: str, run_dir: Path, backend: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+def run_and_kill(
+    mode: str, run_dir: Path, backend: Any, restart_after_rounds: int = 0
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run the scenario, kill the victim's host after round KILL_AFTER_ROUND; the rounds and events tables."""
-    plan = build_plan(parse_scenario(scenario(mode, backend.name)))
+    plan = build_plan(parse_scenario(scenario(mode, backend.name, restart_after_rounds)))
     names = {"broker": [b.name for b in plan.brokers], "group": plan.group_names, "dimension": plan.dimensions}
     writer = TelemetryWriter(run_dir, run_dir.name, {}, names)
     killed: list[bool] = []
@@ -135,3 +138,26 @@ def test_a_lost_local_host_is_a_crash_and_the_run_goes_on(mode, tmp_path):
 def test_a_killed_ray_host_worker_is_a_crash_and_the_run_goes_on(ray_session, mode):
     with tempfile.TemporaryDirectory(prefix="quotalab-killed-") as directory:
         check_crash_recorded_and_run_went_on(*run_and_kill(mode, Path(directory) / "run", KillingRayBackend()))
+
+
+RESTART_AFTER_ROUNDS = 4
+
+
+@pytest.mark.parametrize("mode", ["lockstep", "realtime"])
+def test_a_lost_broker_restarts_after_the_rounds_the_scenario_asks(mode, tmp_path):
+    """`restart_lost_after_rounds`: the lost broker starts again on a new host, as a new incarnation, that many
+    rounds after the round that saw it lost, and its peers count it again."""
+    rounds, events = run_and_kill(mode, tmp_path / "run", KillableLocalBackend(), RESTART_AFTER_ROUNDS)
+    (crash,) = events[events["kind"] == "crash"].itertuples()
+    (restart,) = events[events["kind"] == "restart"].itertuples()
+    assert restart.target == VICTIM and restart.round == crash.round + RESTART_AFTER_ROUNDS
+    assert json.loads(restart.detail)["cause"] == "its host was lost"
+    victim = rounds[rounds["broker"] == VICTIM]
+    down = victim[(victim["round"] > crash.round) & (victim["round"] < restart.round)]
+    assert down.empty  # no rows while it is down
+    back = victim[victim["round"] >= restart.round]
+    assert set(back["incarnation"]) == {1} and back["round"].max() == ROUNDS - 1
+    others = rounds[rounds["broker"] != VICTIM]
+    assert set(others.loc[others["round"] == ROUNDS - 1, "view_brokers"]) == {3}  # counted again
+    limits = rounds.groupby(["round", "group", "dimension"]).agg(limit=("limit", "sum"), quota=("quota", "first"))
+    assert (limits["limit"] <= limits["quota"] * (1 + 1e-9)).all()  # the quota held in every round

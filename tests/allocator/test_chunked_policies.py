@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from numpy.testing import assert_allclose, assert_array_equal
 
-from allocator.policies import POLICIES, step
-from allocator.policies import view as view_module
+from allocator.policies import POLICIES, chunks, step
 from allocator.policies.waterfill import max_min_fair, sorting_network
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
@@ -87,12 +86,12 @@ def test_water_filling_is_the_plain_one(view) -> None:
 def test_chunks_give_the_result_of_one_chunk(view, name: str, chunk_entries: int) -> None:
     quota, usage, limit, demand, present = view
     whole = step(name, quota, usage, limit, demand, present)
-    original = view_module.CHUNK_ENTRIES
-    view_module.CHUNK_ENTRIES = chunk_entries
+    original = chunks.CHUNK_ENTRIES
+    chunks.CHUNK_ENTRIES = chunk_entries
     try:
         chunked = step(name, quota, usage, limit, demand, present)
     finally:
-        view_module.CHUNK_ENTRIES = original
+        chunks.CHUNK_ENTRIES = original
     assert_array_equal(chunked, whole)
 
 

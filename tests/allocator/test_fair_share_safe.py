@@ -40,7 +40,7 @@ def test_it_is_the_recommended_policy_and_takes_only_its_own_knobs():
 def test_the_references_refuse_its_knob_and_keep_plain_hooks(name: str):
     with pytest.raises(ValueError, match="unknown parameter 'lost_change_odds'"):
         bind(name, {"lost_change_odds": 0.5})
-    assert not POLICIES[name].hooks.keeps_listed_peers and not POLICIES[name].hooks.claims_estimated_demand
+    assert not POLICIES[name].keeps_listed_peers and not POLICIES[name].claims_estimated_demand
 
 
 # -- the rule: max-min fair, never above the residual heard ----------------------------------------------

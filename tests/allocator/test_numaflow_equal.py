@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from allocator import policies
 from allocator.node.broker_node import MIN_LIMIT, BrokerNode
-from allocator.node.consensus import MemoryConsensusStore, PoolSizeMember
 from allocator.node.node_settings import NodeSettings
+from allocator.node.pool_size import MemoryConsensusStore, PoolSizeMember
 
 T0 = 1000.0
 
@@ -27,10 +27,10 @@ def test_max_2_on_2_pods_is_1_each_where_numaflow_floors_to_0():
 
 def test_a_broker_splits_by_the_agreed_pool_size_not_by_its_view():
     broker = node("a", 90.0)
-    broker.hooks.set_pool_size(3)
+    broker.set_pool_size(3)
     broker.admit(np.array([100.0]), np.array([100.0]), T0)  # alone in its view
     assert broker.allocate()[0, 0] == 30.0
-    broker.hooks.set_pool_size(2)
+    broker.set_pool_size(2)
     assert broker.allocate()[0, 0] == 45.0
 
 
@@ -38,7 +38,7 @@ def test_a_group_is_split_by_the_brokers_that_serve_it_not_by_the_whole_pool():
     """The agreed pool holds 4 brokers, the registry lists 2 others serving group 1: a third each, the whole quota
     handed out (dividing by the pool gave 75% of it)."""
     broker = node("a", 90.0)
-    broker.hooks.set_pool_size(4)
+    broker.set_pool_size(4)
     broker.update_roster(np.array([1, 1]), np.array([0, 1]), np.array([True, True]), ["b", "c", "d"])
     broker.admit(np.array([100.0]), np.array([100.0]), T0)
     assert broker.allocate()[0, 0] == 30.0
@@ -48,7 +48,7 @@ def test_a_group_is_split_by_the_brokers_that_serve_it_not_by_the_whole_pool():
 
 def test_a_newcomer_waiting_for_agreement_holds_its_floor_from_its_first_round():
     broker = node("a", 90.0)
-    broker.hooks.set_pool_size(None)
+    broker.set_pool_size(None)
     traffic = broker.admit(np.array([100.0]), np.array([100.0]), T0)
     assert traffic.usage[0, 0] == MIN_LIMIT
     assert broker.allocate()[0, 0] == MIN_LIMIT
@@ -56,14 +56,14 @@ def test_a_newcomer_waiting_for_agreement_holds_its_floor_from_its_first_round()
 
 def test_an_unlimited_quota_stays_unlimited_even_while_waiting():
     broker = node("a", np.inf)
-    broker.hooks.set_pool_size(None)
+    broker.set_pool_size(None)
     broker.admit(np.array([100.0]), np.array([100.0]), T0)
     assert broker.allocate()[0, 0] == np.inf
 
 
 def test_only_a_policy_that_splits_by_a_pool_size_takes_one():
     with pytest.raises(ValueError, match="pip82-steal splits by no agreed pool size"):
-        node("a", 10.0, policy="pip82-steal").hooks.set_pool_size(2)
+        node("a", 10.0, policy="pip82-steal").set_pool_size(2)
 
 
 @settings(max_examples=200, deadline=None)

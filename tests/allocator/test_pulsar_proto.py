@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from allocator.wire.pulsar import ResourceUsage_pb2, codec
+from allocator.wire.pulsar import ResourceUsage_pb2, usage_info
 from allocator.wire.report_fields import DIMENSIONS
 from allocator.wire.usage_report import UsageReport
 
@@ -38,7 +38,7 @@ def test_a_report_encoded_by_quotalab_parses_with_classes_generated_from_pulsars
     usage = np.array([[120.0, 96_000.0, 110.0, 88_000.0], [3.4, 2_720.6, 0.0, 0.0]])
     report = UsageReport("pulsar://broker-1:6650", 0, 1, 0, 60_000, DIMENSIONS, np.array([4, 9]), usage)
     names = {4: "tenant-a/ns-1", 9: "rg-bulk"}
-    (payload,) = codec.encode_split(report, np.array([0, 1]), np.array([0, 2]), names, interval_s=60.0)
+    (payload,) = usage_info.encode_split(report, np.array([0, 1]), np.array([0, 2]), names, interval_s=60.0)
 
     info = info_class.FromString(payload)
     assert info.IsInitialized()

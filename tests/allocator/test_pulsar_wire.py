@@ -14,7 +14,7 @@ from hypothesis.extra import numpy as hnp
 from allocator.node.broker_node import BrokerNode
 from allocator.node.node_settings import NodeSettings
 from allocator.policies import bind
-from allocator.wire.pulsar import codec
+from allocator.wire.pulsar import usage_info
 from allocator.wire.pulsar.reader import PulsarReader
 from allocator.wire.pulsar.ResourceUsage_pb2 import ResourceUsageInfo
 from allocator.wire.report_fields import DIMENSIONS, ReportError
@@ -40,7 +40,9 @@ def report(usage: np.ndarray, dimensions: tuple[str, ...] = DIMENSIONS, broker: 
 
 def encoded(usage: np.ndarray, dimensions: tuple[str, ...] = DIMENSIONS, interval_s: float = 1.0, **kw) -> bytes:
     rows = np.arange(len(usage))
-    (payload,) = codec.encode_split(report(usage, dimensions, **kw), rows, np.array([0, len(rows)]), NAMES, interval_s)
+    (payload,) = usage_info.encode_split(
+        report(usage, dimensions, **kw), rows, np.array([0, len(rows)]), NAMES, interval_s
+    )
     return payload
 
 
@@ -82,7 +84,7 @@ def test_a_dimension_the_run_does_not_measure_is_written_as_zero_and_never_read(
 
 def test_encode_split_writes_each_part_its_own_groups() -> None:
     usage = np.array([[1.0] * 4, [2.0] * 4, [3.0] * 4])
-    parts = codec.encode_split(report(usage), np.array([0, 2, 1]), np.array([0, 2, 3]), NAMES, 1.0)
+    parts = usage_info.encode_split(report(usage), np.array([0, 2, 1]), np.array([0, 2, 3]), NAMES, 1.0)
     owners = [[e.owner for e in ResourceUsageInfo.FromString(part).usageMap] for part in parts]
     assert owners == [["tenant-a/ns-1", "tenant-b/ns-1"], ["tenant-a/ns-2"]]
 
@@ -98,7 +100,7 @@ def test_encode_split_writes_each_part_its_own_groups() -> None:
 )
 def test_encoder_refuses_what_has_no_count_or_no_name(usage: list, names: dict, reason: str) -> None:
     with pytest.raises(ReportError, match=reason):
-        codec.encode_split(report(np.array(usage)), np.array([0]), np.array([0, 1]), names, 1.0)
+        usage_info.encode_split(report(np.array(usage)), np.array([0]), np.array([0, 1]), names, 1.0)
 
 
 def info_bytes(broker: object = "broker-1", owners: tuple = ("tenant-a/ns-1",), publish: bool = True) -> bytes:

@@ -45,7 +45,7 @@ def test_fair_share_safe_passes_a_peers_news_on_in_as_many_of_its_reports_as_it_
     change, as many reports in all as b sends copies of a change of its own, and nothing of a's after."""
     brokers = three_brokers(RECOMMENDED)
     b = brokers["b"]
-    _, copies = b.hooks.news_relays(b.loss_meter.chance_all_lost)
+    _, copies = b._hooks.news_relays(b.loss_meter.chance_all_lost)
     assert copies >= 2  # a few rounds without loss do not rule loss out
     relayed_of_a = []
     for round_index in range(START, START + copies + 3):
@@ -71,7 +71,7 @@ def note(relay: Relay, table, reports: list) -> None:
 
 
 def test_news_starts_as_many_relays_of_its_author_as_asked_and_a_report_with_nothing_new_after_them_none():
-    relay, table = Relay(Routes.single(3, topic=7), "quotalab"), make_table()
+    relay, table = Relay(Routes.single(3, topic=7), "quotalab", True), make_table()
     note(relay, table, [("a", 1, 10, 50.0), ("b", 1, 10, 50.0)])
     assert relay.take() == [(7, MARK + b"a1"), (7, MARK + b"b1")]  # both new
     note(relay, table, [("a", 2, 10, 50.0), ("b", 2, 10, 80.0)])  # a's second copy; b's change
@@ -89,7 +89,7 @@ def test_a_news_is_passed_on_by_the_brokers_after_its_author_in_name_order_as_ma
     batch = ReportBatch.of([report(sender, seq, [group], [[rate, 1.0]]) for sender, seq, group, rate in reports], DIMS)
     relayed = {}
     for relayers in (1, 2, 3):
-        relay, table = Relay(Routes.single(3), "quotalab"), make_table()
+        relay, table = Relay(Routes.single(3), "quotalab", True), make_table()
         table.merge_many(batch, 100.0)
         relay.note(batch, np.ones(3, bool), [b"a", b"b", b"c"], table, relayers, copies=1)
         relayed[relayers] = [payload[1:] for _, payload in relay.take()]
@@ -108,11 +108,12 @@ def test_reports_are_passed_on_only_where_a_copy_is_as_good_as_the_authors():
     """Broadcast routes (a group's topic is every broker's) in the numbered quotalab wire; not interest routes
     (one inbox per receiver) nor Pulsar's format (a receiver numbers its reports by arrival: a copy would count
     as a new round). A copy goes on the topic of a group of the report this broker holds."""
-    assert Relay(Routes.sharded(GROUPS, 4), "quotalab").enabled
-    assert Relay(Routes.single(3), "quotalab").enabled
-    assert not Relay(Routes.from_lists([[1], [1, 2], [2]]), "quotalab").enabled
-    assert not Relay(Routes.single(3), "pulsar").enabled
-    relay, table = Relay(Routes.sharded(GROUPS, 4), "quotalab"), make_table()
+    assert Relay(Routes.sharded(GROUPS, 4), "quotalab", True).enabled
+    assert Relay(Routes.single(3), "quotalab", True).enabled
+    assert not Relay(Routes.from_lists([[1], [1, 2], [2]]), "quotalab", True).enabled
+    assert not Relay(Routes.single(3), "pulsar", True).enabled
+    assert not Relay(Routes.single(3), "quotalab", False).enabled  # a policy that passes nothing on
+    relay, table = Relay(Routes.sharded(GROUPS, 4), "quotalab", True), make_table()
     batch = ReportBatch.of(
         [report("a", 1, [99, 10], [[5.0, 1.0], [6.0, 1.0]]), report("b", 1, [20], [[7.0, 1.0]])], DIMS
     )
@@ -121,7 +122,7 @@ def test_reports_are_passed_on_only_where_a_copy_is_as_good_as_the_authors():
     assert relay.take() == [(10 % 4, MARK + b"x"), (20 % 4, MARK + b"y")]  # group 99: not one of this broker's
     payloads, copies = relay.unmark([MARK + b"x", b"y"])
     assert (payloads, copies.tolist()) == ([b"x", b"y"], [True, False])
-    assert Relay(Routes.single(3), "pulsar").unmark([MARK + b"x"])[1].tolist() == [False]
+    assert Relay(Routes.single(3), "pulsar", True).unmark([MARK + b"x"])[1].tolist() == [False]
 
 
 def test_a_report_is_news_when_it_brings_an_entry_or_moves_a_rate_by_more_than_one_percent():

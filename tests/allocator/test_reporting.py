@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from allocator.policies.reporting import ReportSuppressor, Selection
+from allocator.policies.report_suppressor import ReportSuppressor, Selection
 
 
 def rows(*values: float) -> np.ndarray:

@@ -22,7 +22,7 @@ def test_defaults_one_second_of_tokens_and_full():
     b, _ = bucket(rate=100)
     assert (b.rate, b.capacity, b.resolution_ns) == (100.0, 100.0, 0)
     assert b.balance() == 100.0
-    assert TokenBucket(5).resolution_ns == 16_000_000
+    assert TokenBucket(5, clock=FakeClock()).resolution_ns == 16_000_000
 
 
 def test_refill_after_250_ms_at_rate_100_adds_25():

@@ -13,15 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "benchmarks"))  # the benchmarks import `common`
+from benchmarks import bench_soak
 
-import bench_soak  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 # Keeping every timer lag grew ~300 KB/min and 9,600 Python blocks a minute (160 ticks a second). What a short
 # run can tell is the slope of Python's allocated blocks: in 2.5 minutes the RSS still settles (allocator arenas,
 # Arrow's pool), and its slope carried over 25 minutes gave 20-33% in two runs of this test: the 30-minute
-# target (< 10% after a 5-minute warm-up) is for `benchmarks/bench_soak.py` on a quiet machine.
+# target (< 10% after a 5-minute warm-up) is for `python -m benchmarks.bench_soak` on a quiet machine.
 MAX_PYTHON_BLOCKS_PER_MIN = 2_000.0
 
 
@@ -38,11 +37,10 @@ def test_the_fit_measures_growth_after_the_warmup():
 @pytest.mark.slow
 def test_a_short_soak_keeps_no_growing_python_container():
     """In a process of its own: inside the test session the RSS also holds what earlier tests left behind."""
-    code = "import json, bench_soak; print(json.dumps(bench_soak.soak(minutes=2.5, warmup_minutes=1.0, sample_s=2.0)))"
+    code = "import json; from benchmarks.bench_soak import soak; "
+    code += "print(json.dumps(soak(minutes=2.5, warmup_minutes=1.0, sample_s=2.0)))"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO / "benchmarks", env=env, capture_output=True, text=True, timeout=600
-    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["rounds_planned"] == 1500 and result["samples_fitted"] >= 30

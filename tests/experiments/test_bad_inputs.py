@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,15 +16,12 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the benchmarks import `common`
-
-import bench_trust  # noqa: E402
-
-from actors.telemetry import SCHEMAS  # noqa: E402
+from actors.telemetry.writer import SCHEMAS
 from experiments.cli import main
 from experiments.report.load import read_manifests
 from experiments.run import run_scenario
 from experiments.scenario import parse_scenario
+from tests.experiments.trust_cases import corrupt_pages, store_as
 
 BASE = """\
 name: bad
@@ -136,6 +132,12 @@ BAD = {
     "interval infinite": Bad(top("interval_s: .inf"), "interval_s", "must be a finite number, got inf"),
     "brokers_per_actor 10**12": Bad(top("brokers_per_actor: 1000000000000"), "brokers_per_actor", "must be <= 10000"),
     "brokers_per_actor zero": Bad(top("brokers_per_actor: 0"), "brokers_per_actor", "must be >= 1, got 0"),
+    "restart_lost_after_rounds negative": Bad(
+        top("restart_lost_after_rounds: -2"), "restart_lost_after_rounds", "must be >= 0, got -2"
+    ),
+    "restart_lost_after_rounds a fraction": Bad(
+        top("restart_lost_after_rounds: 2.5"), "restart_lost_after_rounds", "must be an integer, got 2.5"
+    ),
     "name climbing out of runs/": Bad(
         BASE.replace("name: bad", "name: ../escape"), "name", "it names the run directory"
     ),
@@ -706,16 +708,6 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_scenario(parse_scenario(TINY), tmp_path_factory.mktemp("tiny") / "run", progress=False)
 
 
-@pytest.fixture
-def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fail the test if the report asks for a SparkSession."""
-
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError("the report started Spark")
-
-    monkeypatch.setattr("experiments.report.session.spark_session", refuse)
-
-
 def test_report_on_a_missing_directory(tmp_path, capsys, no_spark):
     line = refusal(capsys, ["report", str(tmp_path / "nowhere")])
     assert line == f"quotalab report: {tmp_path / 'nowhere'}: no such run directory"
@@ -742,7 +734,7 @@ def test_report_on_a_damaged_parquet_part(tmp_path, capsys, no_spark, tiny_run, 
 def test_report_on_corrupted_data_pages(tmp_path, capsys, no_spark, tiny_run):
     run_dir = shutil.copytree(tiny_run, tmp_path / "run")
     part = sorted((run_dir / "rounds").glob("*.parquet"))[0]
-    bench_trust.corrupt_pages(part)
+    corrupt_pages(part)
     pq.read_metadata(part)  # the footer still reads
     line = refusal(capsys, ["report", str(run_dir)])
     assert line.startswith(f"quotalab report: {part}: damaged Parquet data ("), line
@@ -754,7 +746,7 @@ def test_report_on_corrupted_data_pages(tmp_path, capsys, no_spark, tiny_run):
 def test_report_on_a_column_stored_as_another_type(tmp_path, capsys, no_spark, tiny_run, column, stored):
     run_dir = shutil.copytree(tiny_run, tmp_path / "run")
     part = sorted((run_dir / "rounds").glob("*.parquet"))[-1]
-    bench_trust.store_as(part, column, stored)
+    store_as(part, column, stored)
     line = refusal(capsys, ["report", str(run_dir)])
     wanted = SCHEMAS["rounds"].field(column).type
     assert line == f"quotalab report: {part}: column {column} is stored as {stored}, not {wanted}"
@@ -764,7 +756,7 @@ def test_report_on_a_column_stored_wider_still_reads(tmp_path, tiny_run):
     """An int64 `round` is the same numbers: load.py casts it; the preflight lets it through."""
     run_dir = shutil.copytree(tiny_run, tmp_path / "run")
     for part in (run_dir / "rounds").glob("*.parquet"):
-        bench_trust.store_as(part, "round", pa.int64())
+        store_as(part, "round", pa.int64())
     assert set(read_manifests([run_dir])) == {json.loads((run_dir / "manifest.json").read_text())["run_id"]}
 
 
@@ -772,7 +764,7 @@ def test_report_on_parts_storing_a_column_two_ways(tmp_path, capsys, no_spark, t
     """Either part alone reads, but Spark scans them as one: int64 in one part and int32 in the other fail it."""
     run_dir = shutil.copytree(tiny_run, tmp_path / "run")
     first, last = sorted((run_dir / "rounds").glob("*.parquet"))
-    bench_trust.store_as(last, "round", pa.int64())
+    store_as(last, "round", pa.int64())
     line = refusal(capsys, ["report", str(run_dir)])
     assert line == f"quotalab report: {last}: column round is stored as int64, but as int32 in {first}"
 

@@ -15,7 +15,7 @@ import pyarrow.dataset as ds
 import pytest
 
 import experiments
-from actors.liveness import run_status
+from actors.telemetry.liveness import run_status
 from experiments.report import build_report
 from experiments.report.load import read_manifests
 

@@ -20,7 +20,7 @@ import pyarrow.dataset as ds
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from actors.telemetry import SCHEMAS
+from actors.telemetry.writer import SCHEMAS
 from experiments.cli import main
 from experiments.live_metrics import PULSAR, LiveMetrics, metric_names
 from experiments.run import MetricsAddress, run_scenario

@@ -8,11 +8,11 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from actors.backends import LocalBackend
-from actors.cluster import Cluster
+from actors.hosts.backends import LocalBackend
+from actors.hosts.cluster import Cluster
 from actors.plan import ChannelEvent, DemandEvent, QuotaEvent
 from allocator.policies import BoundPolicy
-from experiments.plan import build_plan
+from experiments.planner import build_plan
 from experiments.scenario import parse_scenario
 
 MSGS, BYTES = "publish_msgs_per_s", "publish_bytes_per_s"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import yaml
 
-from experiments.plan import build_plan
+from experiments.planner import build_plan
 from experiments.scenario import parse_scenario
 
 SCENARIO = """\

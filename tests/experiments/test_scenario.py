@@ -85,8 +85,8 @@ BAD = {
         base(polcy={"name": "pulsar"}),
         "polcy",
         "unknown key (allowed: name, groups, brokers, seed, rounds, interval_s, mode, backend, policy, "
-        "reporting, cleanup, membership, channel, events, realtime, fallback, brokers_per_actor, description, "
-        "generated, throttle, clients)",
+        "reporting, cleanup, membership, channel, events, realtime, fallback, brokers_per_actor, "
+        "restart_lost_after_rounds, description, generated, throttle, clients)",
     ),
     "unknown nested key": (
         base(reporting={"treshold_pct": 5}),

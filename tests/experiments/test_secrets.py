@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from experiments.cli import main
-from experiments.plan import build_plan
+from experiments.planner import build_plan
 from experiments.scenario import load_scenario
 
 SIGNED = {

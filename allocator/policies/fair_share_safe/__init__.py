@@ -9,9 +9,9 @@ fair share at the residual heard (`rule`). Where the membership registry lists w
 broker reads a bundle's owner from the metadata store), a broker leaves room for a peer it has not heard yet.
 """
 
-from allocator.policies.fair_share_safe.hooks import SafeHooks
 from allocator.policies.fair_share_safe.rule import safe_max_min_fair_share
-from allocator.policies.fair_share_safe.settings import SafeSettings
+from allocator.policies.fair_share_safe.safe_hooks import SafeHooks
+from allocator.policies.fair_share_safe.safe_settings import SafeSettings
 from allocator.policies.policy import Policy
 
 POLICY = Policy(

@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 
 from allocator.policies.hooks import Traffic
-from allocator.policies.reporting import ReportSuppressor, Selection
+from allocator.policies.report_suppressor import ReportSuppressor, Selection
 
 MIN_ADMITTED_FRACTION = 1e-6  # a demand estimated from throttled time is at most a million times the usage
 

@@ -26,7 +26,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from allocator.wire.pulsar.codec import decode
+from allocator.wire.pulsar.usage_info import decode
 from allocator.wire.report_fields import DIMENSIONS, ReportError
 from allocator.wire.usage_report import ReportBatch, UsageReport
 

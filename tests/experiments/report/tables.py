@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from actors.quota_telemetry import fraction
-from actors.telemetry import SCHEMAS
+from actors.telemetry.quota_tracker import fraction
+from actors.telemetry.writer import SCHEMAS
 from experiments.report.load import EVENTS_SCHEMA, MESSAGES_SCHEMA, ROUNDS_SCHEMA
 
 

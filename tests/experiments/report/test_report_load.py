@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from actors.telemetry import SCHEMAS
+from actors.telemetry.writer import SCHEMAS
 from experiments.errors import UserError
 from experiments.report.load import load_runs, read_manifests
 

@@ -5,7 +5,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def sweep_spark(ray_session):
-    from experiments.sweep.store import spark_actor
+    from experiments.sweep.spark_jobs import spark_actor
 
     actor = spark_actor("local[2]")
     yield actor

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from experiments.sweep import aggregate
-from experiments.sweep.spec import Objective
+from experiments.sweep.sweep_file import Objective
 
 OBJECTIVE = Objective(minimize=("peak_overshoot", "rounds_to_converge"), maximize=("jain",))
 

@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pandas as pd
 
-from experiments.sweep.html import render_sweep
-from experiments.sweep.metrics import METRICS
 from experiments.sweep.rank import Ranking
-from experiments.sweep.spec import Objective
+from experiments.sweep.run_scores import METRICS
+from experiments.sweep.sweep_file import Objective
+from experiments.sweep.sweep_page import render_sweep
 from tests.browser import load_in_browser
 
 OBJECTIVE = Objective(minimize=("rounds_to_converge", "peak_overshoot"), maximize=("jain",))

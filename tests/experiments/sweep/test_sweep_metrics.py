@@ -8,9 +8,9 @@ from experiments.report.load import load_runs
 from experiments.report.summary import build_summary, collect_results
 from experiments.run import run_scenario
 from experiments.sweep.expand import plan_sweep
-from experiments.sweep.metrics import run_metrics
 from experiments.sweep.rank import collect_run_metrics
-from experiments.sweep.spec import load_sweep
+from experiments.sweep.run_scores import run_metrics
+from experiments.sweep.sweep_file import load_sweep
 
 from .sweeps import write_sweep
 

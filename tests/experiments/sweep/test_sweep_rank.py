@@ -10,7 +10,7 @@ import pytest
 from experiments.sweep import aggregate
 from experiments.sweep.rank import Ranking
 from experiments.sweep.rank import rank_sweep as rank_candidates
-from experiments.sweep.spec import Objective
+from experiments.sweep.sweep_file import Objective
 
 pytestmark = [
     pytest.mark.spark,

@@ -14,7 +14,7 @@ import yaml
 import experiments
 from experiments.cli import main
 from experiments.sweep.expand import configurations, fragment, plan_sweep
-from experiments.sweep.spec import StopEarly, SweepError, load_sweep
+from experiments.sweep.sweep_file import StopEarly, SweepError, load_sweep
 
 from .sweeps import TINY_BASE, write_sweep
 

@@ -11,9 +11,10 @@ import pytest
 
 from experiments.sweep.expand import plan_sweep
 from experiments.sweep.search import Distribution
-from experiments.sweep.spec import load_sweep
-from experiments.sweep.store import RECORD, RunStore, SparkJobs
-from experiments.sweep.trial import run_candidate
+from experiments.sweep.spark_jobs import SparkJobs
+from experiments.sweep.store import RECORD, RunStore, run_record
+from experiments.sweep.sweep_file import load_sweep
+from experiments.sweep.trial import execute_run, run_candidate
 from experiments.sweep.tuning import NUMBER, NumberedOptunaSearch
 
 from .sweeps import write_sweep
@@ -46,6 +47,34 @@ def test_a_candidate_past_the_bound_on_its_first_condition_skips_the_others(spar
     again = run_candidate(plan, config, store)  # a resumed trial: every run done is found, none runs
     assert again.ran == [] and sorted(again.skipped) == sorted(outcome.ran) and again.metrics == outcome.metrics
     assert store.tally().ran.keys() == set(outcome.ran) and store.tally().skipped == set(outcome.ran)
+
+
+@pytest.mark.spark
+@pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
+@pytest.mark.filterwarnings("ignore:The copy keyword is deprecated")
+def test_a_trial_retried_after_its_node_was_lost_runs_none_of_the_runs_it_stored_again(spark, tmp_path):
+    """The lost attempt stored two runs (one measured, one not) before its node went; the retry measures the one
+    and finds the other, and runs only the rest: every run stored exactly once, each record measured."""
+    plan = plan_sweep(load_sweep(write_sweep(tmp_path, SWEEP)))
+    store = RunStore(tmp_path / "runs", SparkJobs(spark=spark))
+    (config,) = plan.configurations
+    runs = plan.runs(config)
+    records = [run_record(plan, run) for run in runs]
+    for run, record in zip(runs[:2], records[:2], strict=True):  # what the lost attempt did
+        seconds, files = execute_run(plan, run)
+        store.put(record, files, seconds, {"node_id": "lost-node", "address": "10.0.0.9"})
+    store.measure([runs[0].run_id])
+
+    retry = run_candidate(plan, config, store)
+    assert retry.skipped == [runs[0].run_id, runs[1].run_id] and retry.ran == [run.run_id for run in runs[2:]]
+    assert not retry.failed and sorted(retry.metrics) == sorted(run.run_id for run in runs)
+    tally = store.tally()
+    assert tally.repeated == {} and tally.ran.keys() == {run.run_id for run in runs}
+    for run, record in zip(runs, records, strict=True):
+        stored = json.loads((tmp_path / "runs" / run.run_id / RECORD).read_text())
+        assert store.done(record) == stored["metrics"] == retry.metrics[run.run_id]
+        lost_attempt = (stored.get("ran_on") or {}).get("node_id") == "lost-node"  # the retry ran here, off Ray
+        assert lost_attempt is (run in runs[:2])
 
 
 def proposals(seed: int, scores: list[float]) -> list[dict]:

@@ -16,7 +16,7 @@ import yaml
 from experiments.cli import main
 from experiments.sweep import run_sweep
 from experiments.sweep.expand import plan_sweep
-from experiments.sweep.spec import load_sweep
+from experiments.sweep.sweep_file import load_sweep
 
 from .sweeps import write_sweep
 

@@ -180,7 +180,7 @@ def outcome(seeds: list[int]) -> dict[str, Any]:
         spark = spark_session("local[2]")
         try:
             runs = load_runs(spark, list(run_dirs.values()))
-            summary = build_summary(runs.manifests, collect_results(runs))
+            summary = build_summary(runs.manifests, collect_results(runs, Path(directory) / "tables"))
         finally:
             spark.stop()
     overall = {run["run_id"]: run["overall"] for run in summary["runs"]}

@@ -1,19 +1,25 @@
 """How long does `quotalab report` take, wall clock from the command to report.html (JVM start included), on
-`local[2]`, against the report as it was before issue 21 (commit 915f03d) in the same run?
+`local[2]`, against a plain Spark job over the same rows measured in the same run?
 
-Two workloads, synthetic runs written as the runtime writes them (a manifest and Parquet parts of 20 rounds):
+The peer (`PEER_JOB`, in a fresh process too): start the JVM, read the `rounds` rows, sum usage and limits per
+round and group, then each group's peak and mean (written as Parquet: about as many rows as groups). Target:
+the report costs at most 3x the peer (`TARGETS`), whatever the size.
 
-- demo: three runs of 5 brokers x 3 groups x 60 rounds (the size of `quotalab demo`'s runs; target <= 12 s);
-- million: one run of 20 brokers x 250 groups x 200 rounds x 1 dimension = 1,000,000 `rounds` rows (plus
-  4,000 `messages` rows and 3 events; target <= 20 s per million rows).
+Workloads:
 
-Every broker serves every group; demands are log-normal around 1.2x the quota, usage approaches the max-min
-fair share after each event, a crashed broker is absent for 10 rounds, so the convergence, fairness and
-bandwidth jobs all have work to do.
+- demo: three synthetic runs of 5 brokers x 3 groups x 60 rounds (the size of `quotalab demo`'s runs);
+- million: one synthetic run of 20 brokers x 250 groups x 200 rounds = 1,000,000 `rounds` rows;
+- pip82: a real run of the shipped `scale-pip82` scenario, 15 rounds (`quotalab run scale-pip82 --backend local
+  --rounds 15`): 100 brokers, 100,000 groups, 7,500,000 rows;
+- pip82_50: the same for 50 rounds (25,000,000 rows), for the growth with rows (not in the default set: long).
 
-Each measurement runs `python -m experiments report RUN... --master local[2]` in a fresh process, from this
-checkout and from the baseline's files (`git archive 915f03d`), alternating, `--repeat` times each (median
-kept): a load that changes during the run weighs on both. Needs git and the repository's history.
+Synthetic runs: every broker serves every group; demands are log-normal around 1.2x the quota, usage approaches
+the max-min fair share after each event, a crashed broker is absent for 10 rounds.
+
+Each measurement runs `python -m experiments report RUN... --master local[2]` and the peer in fresh processes,
+alternating, `--repeat` times each (median kept): a load that changes during the run weighs on both. Recorded
+too: the report's peak RSS, of its Python driver and of its JVM (sampled every 0.2 s), and the sizes of
+report.html and summary.json.
 
 Run from the repository root: `python -m benchmarks.bench_report` (writes `benchmarks/results/report.json`).
 """
@@ -26,12 +32,10 @@ import platform
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from datetime import UTC, datetime
 from importlib.metadata import version
-from io import BytesIO
 from pathlib import Path
 
 import numpy as np
@@ -40,14 +44,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from allocator.policies.waterfill import max_min_fair
-from benchmarks.common import ROOT, command_line, loadavg_1m, results_path, save_results
+from benchmarks.common import ROOT, command_line, descendants, loadavg_1m, results_path, save_results
 
 RESULTS = results_path("report")
 MASTER = "local[2]"
-BASELINE = "915f03d"  # the report before issue 21
+SCALE_ROUNDS = {"pip82": 15, "pip82_50": 50}
+DEFAULT_WORKLOADS = ["demo", "million", "pip82"]
 WORKLOADS = {"demo": {"runs": 3, "brokers": 5, "groups": 3, "rounds": 60},
              "million": {"runs": 1, "brokers": 20, "groups": 250, "rounds": 200}}  # fmt: skip
-TARGETS = {"demo_s": 12.0, "seconds_per_million_rows": 20.0}
+TARGETS = {"report_over_peer": 3.0, "driver_rss_gib": 2.0, "report_html_mb": 5.0, "summary_json_mb": 5.0}
 QUOTA = 1_000.0
 ROUNDS_PER_PART = 20
 EVENTS = [(50, "demand", "broker-0", {"group": "tenant-000/ns", "msgs_per_s": 400.0}), (100, "crash", "broker-3", {}),
@@ -205,58 +210,108 @@ def _write_throttles_and_timings(
     pq.write_table(timings, run_dir / "timings" / "part-00000.parquet")
 
 
-def baseline_tree(scratch: Path) -> Path:
-    """The repository's files at `BASELINE`, unpacked into `scratch/baseline` (its report code, with today's
-    run format: the telemetry schema has only grown since)."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", BASELINE], capture_output=True, check=True).stdout
-    target = scratch / "baseline"
-    with tarfile.open(fileobj=BytesIO(archive)) as tar:
-        tar.extractall(target, filter="data")
-    return target
+PEER_JOB = """
+import sys
+from pyspark.sql import SparkSession, functions as F
+spark = SparkSession.builder.master(sys.argv[1]).config("spark.ui.enabled", "false").getOrCreate()
+rounds = spark.read.parquet(*sys.argv[3:])
+per_round = rounds.groupBy("round", "group").agg(F.sum("usage").alias("usage"), F.sum("limit").alias("limit"))
+per_group = per_round.groupBy("group").agg(*(f(c).alias(f"{f.__name__}_{c}") for f in (F.max, F.avg)
+                                             for c in ("usage", "limit")))
+per_group.write.mode("overwrite").parquet(sys.argv[2])
+spark.stop()
+"""
 
 
-def report_wall_s(code: Path, run_dirs: list[Path], out: Path) -> float:
-    """Wall seconds of `python -m experiments report` from `code`, in a fresh process (JVM start included)."""
-    command = [sys.executable, "-m", "experiments", "report", *map(str, run_dirs), "--out", str(out),
-               "--master", MASTER]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(code)}
+def measured(command: list[str], cwd: Path) -> dict[str, float]:
+    """Wall seconds of `command` in a fresh process, and the peak RSS (GiB) of it and of its JVM, sampled."""
     start = time.perf_counter()
-    finished = subprocess.run(command, cwd=code, env=env, capture_output=True, text=True)
-    if finished.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} (from {code}) failed: {finished.stderr[-2000:]}")
-    return time.perf_counter() - start
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    peaks = {"driver_rss_gib": 0.0, "jvm_rss_gib": 0.0}
+    while process.poll() is None:
+        for pid in [process.pid, *descendants(process.pid)]:
+            key = "driver_rss_gib" if pid == process.pid else "jvm_rss_gib"
+            peaks[key] = max(peaks[key], _rss_gib(pid))
+        time.sleep(0.2)
+    wall_s = time.perf_counter() - start
+    if process.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed: {process.stderr.read()[-2000:]}")
+    return {"wall_s": wall_s, **peaks}
+
+
+def _rss_gib(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return 0.0
+
+
+def scale_run(scratch: Path, rounds: int) -> Path:
+    """A run of the shipped scale-pip82 scenario of `rounds` rounds (in-process backend)."""
+    out = scratch / f"pip82-{rounds}"
+    command = [sys.executable, "-m", "experiments", "run", "scale-pip82", "--backend", "local", "--rounds",
+               str(rounds), "--out", str(out)]  # fmt: skip
+    subprocess.run(command, cwd=ROOT, check=True, capture_output=True)
+    return out
+
+
+def workload_runs(name: str, scratch: Path) -> tuple[list[Path], dict]:
+    """The run directories of workload `name`, and its shape."""
+    if name.startswith("pip82"):
+        rounds = SCALE_ROUNDS[name]
+        return [scale_run(scratch, rounds)], {"runs": 1, "scenario": "scale-pip82", "rounds": rounds}
+    shape = WORKLOADS[name]
+    run_dirs = [scratch / name / f"run-{index}" for index in range(shape["runs"])]
+    for index, run_dir in enumerate(run_dirs):
+        write_synthetic_run(run_dir, shape["brokers"], shape["groups"], shape["rounds"], seed=82 + index)
+    return run_dirs, dict(shape)
 
 
 def run(repeat: int = 1, workloads: list[str] | None = None) -> dict:
-    """Measure each workload (default: all) `repeat` times with both codes; save and print the results."""
-    workloads = workloads or list(WORKLOADS)
-    result: dict = {"master": MASTER, "baseline": BASELINE, "repeat": repeat, "targets": TARGETS, "workloads": {}}
+    """Measure each workload (default: demo, million, pip82) `repeat` times, report and peer; save and print."""
+    workloads = workloads or DEFAULT_WORKLOADS
+    result: dict = {"master": MASTER, "repeat": repeat, "targets": TARGETS, "workloads": {}}
     load_before = loadavg_1m()
     with tempfile.TemporaryDirectory(prefix="bench-report-") as scratch_name:
         scratch = Path(scratch_name)
-        baseline = baseline_tree(scratch)
+        peer_script = scratch / "peer.py"
+        peer_script.write_text(PEER_JOB)
         for name in workloads:
-            shape = WORKLOADS[name]
-            run_dirs = [scratch / name / f"run-{index}" for index in range(shape["runs"])]
-            rows = sum(
-                write_synthetic_run(run_dir, shape["brokers"], shape["groups"], shape["rounds"], seed=82 + index)
-                for index, run_dir in enumerate(run_dirs)
-            )
-            times: dict[str, list[float]] = {"now": [], "baseline": []}
+            run_dirs, shape = workload_runs(name, scratch)
+            rows = sum(pq.ParquetDataset(run_dir / "rounds").read(columns=["round"]).num_rows for run_dir in run_dirs)
+            samples: dict[str, list[dict[str, float]]] = {"report": [], "peer": []}
             for attempt in range(repeat):
-                for label, code in (("now", ROOT), ("baseline", baseline)):
-                    out = scratch / f"{name}-{label}-{attempt}"
-                    times[label].append(report_wall_s(code, run_dirs, out))
-                    print(f"{name}: {label} {times[label][-1]:.1f} s", flush=True)
-            now_s, baseline_s = statistics.median(times["now"]), statistics.median(times["baseline"])
+                out = scratch / f"{name}-report-{attempt}"
+                report = [sys.executable, "-m", "experiments", "report", *map(str, run_dirs), "--out", str(out),
+                          "--master", MASTER]  # fmt: skip
+                samples["report"].append(measured(report, ROOT))
+                samples["report"][-1] |= {
+                    "report_html_mb": (out / "report.html").stat().st_size / 1e6,
+                    "summary_json_mb": (out / "summary.json").stat().st_size / 1e6,
+                }
+                parts = [str(run_dir / "rounds") for run_dir in run_dirs]
+                peer = [sys.executable, str(peer_script), MASTER, str(scratch / f"{name}-peer-{attempt}"), *parts]
+                samples["peer"].append(measured(peer, ROOT))
+                took = {label: values[-1]["wall_s"] for label, values in samples.items()}
+                print(f"{name}: report {took['report']:.1f} s, peer {took['peer']:.1f} s", flush=True)
+            report_s = statistics.median(sample["wall_s"] for sample in samples["report"])
+            peer_s = statistics.median(sample["wall_s"] for sample in samples["peer"])
             result["workloads"][name] = {
                 **shape,
                 "rounds_rows": rows,
-                "now_s": round(now_s, 2),
-                "baseline_s": round(baseline_s, 2),
-                "baseline_over_now": round(baseline_s / now_s, 2),
-                "now_seconds_per_million_rows": round(now_s / (rows / 1e6), 2),
-                "all_s": {label: [round(value, 2) for value in values] for label, values in times.items()},
+                "report_s": round(report_s, 2),
+                "peer_s": round(peer_s, 2),
+                "report_over_peer": round(report_s / peer_s, 2),
+                "report_seconds_per_million_rows": round(report_s / (rows / 1e6), 2),
+                "driver_rss_gib": round(max(sample["driver_rss_gib"] for sample in samples["report"]), 3),
+                "jvm_rss_gib": round(max(sample["jvm_rss_gib"] for sample in samples["report"]), 3),
+                "report_html_mb": round(max(sample["report_html_mb"] for sample in samples["report"]), 3),
+                "summary_json_mb": round(max(sample["summary_json_mb"] for sample in samples["report"]), 3),
+                "all_s": {label: [round(s["wall_s"], 2) for s in values] for label, values in samples.items()},
             }
     result.update(
         load_average_1m={"before": round(load_before, 2), "after": round(loadavg_1m(), 2)},
@@ -266,18 +321,20 @@ def run(repeat: int = 1, workloads: list[str] | None = None) -> dict:
         date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
     )
     save_results(RESULTS, result, announce=False)
-    for name, measured in result["workloads"].items():
+    for name, measured_ in result["workloads"].items():
         print(
-            f"{name} ({measured['rounds_rows']:,} rounds rows): {measured['now_s']:.1f} s now, "
-            f"{measured['baseline_s']:.1f} s at {BASELINE} ({measured['baseline_over_now']}x faster now); "
-            f"{measured['now_seconds_per_million_rows']:.1f} s per million rows"
+            f"{name} ({measured_['rounds_rows']:,} rounds rows): report {measured_['report_s']:.1f} s, plain Spark "
+            f"job {measured_['peer_s']:.1f} s: {measured_['report_over_peer']}x (target <= "
+            f"{TARGETS['report_over_peer']}x); driver RSS {measured_['driver_rss_gib']:.2f} GiB, JVM "
+            f"{measured_['jvm_rss_gib']:.2f} GiB; report.html {measured_['report_html_mb']:.2f} MB, summary.json "
+            f"{measured_['summary_json_mb']:.2f} MB"
         )
     return result
 
 
 if __name__ == "__main__":
     parser = command_line(__doc__)
-    parser.add_argument("--repeat", type=int, default=1, help="measurements per code and workload (median kept)")
-    parser.add_argument("--workloads", nargs="+", choices=list(WORKLOADS), default=list(WORKLOADS))
+    parser.add_argument("--repeat", type=int, default=1, help="measurements per workload (median kept)")
+    parser.add_argument("--workloads", nargs="+", choices=[*WORKLOADS, *SCALE_ROUNDS], default=DEFAULT_WORKLOADS)
     arguments = parser.parse_args()
     run(arguments.repeat, arguments.workloads)

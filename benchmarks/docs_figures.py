@@ -237,21 +237,19 @@ def _runtime() -> list[Row]:
 
 def _report() -> list[Row]:
     data = result("report")
+    targets = data["targets"]
     rows = []
     for name, measured in data["workloads"].items():
-        target = f"<= {data['targets']['demo_s']:g} s" if name == "demo" else (
-            f"<= {data['targets']['seconds_per_million_rows']:g} s per million rows"
-        )  # fmt: skip
         rows.append(
             (
                 f"`quotalab report`, {measured['runs']} run(s), {measured['rounds_rows']:,} rounds rows, "
-                f"{data['master']}, JVM start included (`bench_report.py`)",
-                f"{measured['now_s']:.1f} s"
-                + (f" ({measured['now_seconds_per_million_rows']:.1f} s per million rows)" if name != "demo" else "")
-                + "; "
-                f"{measured['baseline_over_now']:.2f}x the speed of {data['baseline']} "
-                f"({measured['baseline_s']:.1f} s in the same run)",
-                target,
+                f"{data['master']}, JVM start included (`bench_report.py`, {name})",
+                f"{measured['report_s']:.1f} s, {measured['report_over_peer']:.2f}x a plain Spark job over the rows "
+                f"({measured['peer_s']:.1f} s in the same run); driver RSS {measured['driver_rss_gib']:.2f} GiB "
+                f"(JVM {measured['jvm_rss_gib']:.2f}); report.html {measured['report_html_mb']:.2f} MB, summary.json "
+                f"{measured['summary_json_mb']:.2f} MB",
+                f"<= {targets['report_over_peer']:g}x; <= {targets['driver_rss_gib']:g} GiB; <= "
+                f"{targets['report_html_mb']:g} MB each",
                 _when(data),
             )
         )

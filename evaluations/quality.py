@@ -117,7 +117,7 @@ def measure(spark: Any, cases: list[Case], runs_dir: Path) -> dict[str, dict[str
     from experiments.report.summary import build_summary, collect_results
 
     runs = load_runs(spark, [runs_dir / case.run_id for case in cases])
-    summary = build_summary(runs.manifests, collect_results(runs))
+    summary = build_summary(runs.manifests, collect_results(runs, runs_dir / "report-tables"))
     return {
         run["run_id"]: {
             "groups": run["groups"],

@@ -10,9 +10,13 @@ from pathlib import Path
 
 DESCRIPTION = """\
 Run Spark jobs over the Parquet telemetry of one or more runs (run directories written by `quotalab run`)
-and write summary.json, CSV tables (per_round, convergence, bandwidth, per_broker, quota telemetry) and
+and write summary.json, the full tables as Parquet under tables/ (per_round, groups, convergence, quota
+telemetry; written by Spark), small CSV tables (bandwidth, per_broker; the per-group ones too for small runs) and
 report.html: one page that opens with what the runs show (which policy held the quota, how far the others
-went over and when, at what cost), then interactive figures. Several runs are compared side by side.
+went over and when, at what cost), then interactive figures. Several runs are compared side by side. Past 40
+groups a run (PIP-82's 100,000), the page shows the distributions over the groups and the worst 8 in detail.
+On a cluster (--master spark://HOST:7077), the run directories and --out must be on a path every executor
+reads and writes at the same place (docs/reports.md).
 Metrics: overshoot, rounds over quota, utilization, max-min fair reference, Jain's index, fairness error,
 starvation, rounds to converge after each event, bandwidth (definitions at the end of the page and in
 docs/reports.md). Needs Java 17 or later.
@@ -24,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `report` subcommand."""
     parser = subparsers.add_parser(
         "report",
-        help="turn runs' telemetry into summary.json, CSV tables and report.html (Spark)",
+        help="turn runs' telemetry into summary.json, Parquet and CSV tables and report.html (Spark)",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -24,12 +24,12 @@ if TYPE_CHECKING:
 MAX_STRETCHES = 3  # events after which a run went over quota named per run; the rest are counted
 
 
-def conclusion(runs: list[dict[str, Any]], labels: dict[str, str], per_round: pd.DataFrame,
+def conclusion(runs: list[dict[str, Any]], labels: dict[str, str], run_rounds: pd.DataFrame,
                events: pd.DataFrame, links: Explained | None = None) -> str:  # fmt: skip
-    """The paragraph (HTML). `labels`: run_id -> how the page names the run; `per_round` and `events` are the
-    collected `group_rounds` and `convergence` tables; `links`: where each overshoot's and starvation's
-    explanation is (`experiments.report.explanations`)."""
-    over = {run["run_id"]: over_quota_stretches(run["run_id"], per_round, events) for run in runs}
+    """The paragraph (HTML). `labels`: run_id -> how the page names the run; `run_rounds` is the collected
+    `groups.run_rounds` table (per run and round, `over_quota`: a group was) and `events` the runs' events;
+    `links`: where each overshoot's and starvation's explanation is (`experiments.report.explanations`)."""
+    over = {run["run_id"]: over_quota_stretches(run["run_id"], run_rounds, events) for run in runs}
     ranked = sorted(runs, key=lambda run: _merit(run, over[run["run_id"]]))
     pick = ranked[0]
     name = labels[pick["run_id"]]
@@ -37,7 +37,8 @@ def conclusion(runs: list[dict[str, Any]], labels: dict[str, str], per_round: pd
         peak = pick["overall"]["peak_overshoot"]
         sentences = [
             f"<strong>{escape(name)} holds the quota on {'these runs' if len(runs) > 1 else 'this run'}</strong>: "
-            f"total usage never went more than {OVER_QUOTA_TOLERANCE:.0%} over it (peak {percent(peak)} over)."
+            f"total usage never went more than {OVER_QUOTA_TOLERANCE:.0%} over it (peak {percent(peak)} over"
+            f"{_worst_group(pick)})."
         ]
     else:
         sentences = [
@@ -49,7 +50,9 @@ def conclusion(runs: list[dict[str, Any]], labels: dict[str, str], per_round: pd
         if over[run["run_id"]]:
             sentences.append(f"{other} goes over: {_over_text(run, over[run['run_id']], links)}.")
         else:
-            sentences.append(f"{other} holds it too (peak {percent(run['overall']['peak_overshoot'])} over).")
+            sentences.append(
+                f"{other} holds it too (peak {percent(run['overall']['peak_overshoot'])} over{_worst_group(run)})."
+            )
     sentences.append(_cost(pick, ranked[1:], labels, links))
     return f'<p class="conclusion">{" ".join(sentences)}</p>'
 
@@ -67,10 +70,21 @@ def _merit(run: dict[str, Any], stretches: list[tuple[int, int, str]]) -> tuple:
     )
 
 
-def over_quota_stretches(run_id: str, per_round: pd.DataFrame, events: pd.DataFrame) -> list[tuple[int, int, str]]:
+def _worst_group(run: dict[str, Any]) -> str:
+    """`, in ns-000042 of 100,000 groups`: the group of the run's peak (the worst listed: every group of a small
+    run, the worst of a large one); '' when no group went over."""
+    listed = [group for group in run["groups"] if group["peak_overshoot"]]
+    if not listed:
+        return ""
+    worst = max(listed, key=lambda group: group["peak_overshoot"])
+    of = f" of {run['groups_total']:,} groups" if run["groups_total"] > 1 else ""
+    return f", in {escape(worst['group'])}{of}"
+
+
+def over_quota_stretches(run_id: str, run_rounds: pd.DataFrame, events: pd.DataFrame) -> list[tuple[int, int, str]]:
     """(first round, last round, cause) of each stretch of consecutive rounds in which a group of the run was
     over quota; the cause names the latest event at or before its first round."""
-    mine = per_round[(per_round["run_id"] == run_id) & per_round["over_quota"].fillna(False).astype(bool)]
+    mine = run_rounds[(run_rounds["run_id"] == run_id) & run_rounds["over_quota"].fillna(False).astype(bool)]
     rounds = sorted(set(mine["round"].astype(int)))
     marks = events[(events["run_id"] == run_id) & (events["kind"] != "start")].drop_duplicates(["round", "kind"])
     marks = marks.sort_values("round")
@@ -103,7 +117,7 @@ def _over_text(run: dict[str, Any], stretches: list[tuple[int, int, str]], links
     more = len(causes) - MAX_STRETCHES
     when = ", ".join(named) + (f", and after {more} more event{'s' * (more > 1)}" if more > 0 else "")
     return (
-        f"up to {percent(overall['peak_overshoot'])} over the quota, "
+        f"up to {percent(overall['peak_overshoot'])} over the quota{_worst_group(run)}, "
         f"{number(overall['rounds_over_quota_per_100_rounds'], 1)} rounds in 100 more than "
         f"{OVER_QUOTA_TOLERANCE:.0%} over: {when}"
     )
@@ -115,9 +129,9 @@ def _cost(pick: dict[str, Any], others: list[dict[str, Any]], labels: dict[str, 
     name = escape(labels[pick["run_id"]])
     converge = overall["mean_rounds_to_converge"]
     never = (
-        f"every one of its {overall['events']} events"
+        f"every one of its {overall['events']:,} events"
         if not overall["events_not_converged"]
-        else f"{overall['events_not_converged']} of {overall['events']} events never converged"
+        else f"{overall['events_not_converged']:,} of {overall['events']:,} events never converged"
     )
     starved = (
         "starves no broker"

@@ -8,10 +8,11 @@ import numpy as np
 import pandas as pd
 
 from experiments.report import plotting
+from experiments.report.groups import WORST_GROUPS
 from experiments.report.metrics import MIN_JAIN, OVER_QUOTA_TOLERANCE, STARVED_BELOW
 from experiments.report.plotting import Figure, line
 
-FIGURES_PER_RUN = 6  # groups drawn per run; every group is in the tables and per_round.csv
+FIGURES_PER_RUN = WORST_GROUPS  # groups drawn per run: all of a large run's listed ones; every group in tables/
 LABELLED_BROKERS = 8  # with more brokers, their limits start hidden (a click on the legend shows them)
 
 
@@ -24,12 +25,13 @@ def unit(dimension: str) -> str:
 def figure_groups(run: dict[str, Any], limit: int = FIGURES_PER_RUN) -> list[tuple[str, str, str]]:
     """The (run_id, group, dimension) triples to draw for one run of the summary: the worst first.
 
-    Worst: more events never converged, then higher peak overshoot, then lower Jain.
+    Worst: higher peak overshoot, then more events never converged, then lower Jain (`groups.shown_groups`'
+    order, by which a large run's groups were chosen).
     """
 
     def badness(group: dict[str, Any]) -> tuple[float, float, float]:
         never = sum(event["rounds_to_converge"] is None for event in group["events"])
-        return (-never, -(group["peak_overshoot"] or 0.0), group["jain"] if group["jain"] is not None else 1.0)
+        return (-(group["peak_overshoot"] or 0.0), -never, group["jain"] if group["jain"] is not None else 1.0)
 
     worst = sorted(run["groups"], key=badness)[:limit]
     return [(run["run_id"], group["group"], group["dimension"]) for group in worst]
@@ -116,6 +118,41 @@ def comparison_figure(runs: list[dict[str, Any]], labels: list[str]) -> Figure:
              "xaxis": f"x{suffix}", "yaxis": f"y{suffix}", "hovertemplate": "%{x}: %{y:,.4g}<extra></extra>"}
         )  # fmt: skip
     figure.layout["margin"] = {"l": 60, "r": 20, "t": 40, "b": 90}
+    return figure
+
+
+DISTRIBUTION_PANELS = {  # measure -> (panel title, scale to the axis's unit)
+    "peak_overshoot": ("peak overshoot (%)", 100.0),
+    "rounds_over_quota": (f"rounds over quota (% of a group's rounds, > {100 * OVER_QUOTA_TOLERANCE:g}% over)", 100.0),
+    "utilization": ("utilization U / T, last quarter", 1.0),
+    "jain": ("Jain's index, last quarter", 1.0),
+    "rounds_to_converge": ("rounds to converge after an event", 1.0),
+}
+
+
+def distribution_figure(runs: list[dict[str, Any]], labels: dict[str, str]) -> Figure:
+    """One panel per measure of `DISTRIBUTION_PANELS`: its CDF over the groups (summary.json's `distributions`),
+    a line per run; for rounds to converge the line tops out at the share of events that converged."""
+    figure = plotting.grid(2, 3, [title for title, _ in DISTRIBUTION_PANELS.values()], 640)
+    figure.layout |= {"showlegend": True, "hovermode": "closest"}
+    for index, run in enumerate(runs):
+        color = plotting.PALETTE[index % len(plotting.PALETTE)]
+        for panel, (measure, (_, scale)) in enumerate(DISTRIBUTION_PANELS.items()):
+            shape = run["distributions"].get(measure)
+            if not shape or not shape["count"]:
+                continue
+            reached = shape["count"] / (shape["count"] + shape["missing"]) if measure == "rounds_to_converge" else 1.0
+            steps = len(shape["quantiles"]) - 1
+            x = [None if value is None else scale * value for value in shape["quantiles"]]
+            y = [100.0 * reached * step / steps for step in range(steps + 1)]
+            suffix = "" if panel == 0 else str(panel + 1)
+            name = labels[run["run_id"]]
+            figure.add(
+                line(x, y, name, {"color": color, "width": 2, "shape": "hv"}, legendgroup=run["run_id"],
+                     showlegend=panel == 0, xaxis=f"x{suffix}", yaxis=f"y{suffix}",
+                     hovertemplate=f"%{{y:.1f}}% at most %{{x:,.4g}}<extra>{name}</extra>")
+            )  # fmt: skip
+            figure.layout[f"yaxis{suffix}"] |= {"range": [0, 101], "title": {"text": "% of groups"}}
     return figure
 
 

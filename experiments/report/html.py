@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from experiments.report import figures, quota_telemetry
+from experiments.report import figures, quota_section
 from experiments.report.conclusion import conclusion
 from experiments.report.explanations import Explained
 from experiments.report.metrics import (
@@ -28,11 +28,7 @@ from experiments.report.summary import Results
 
 UNSET = "(unset)"  # a scenario key one run has and another has not
 MAX_DIFFERENCES = 6  # scenario keys listed per run in "differs in"
-TABLES_NOTE = (
-    "Tables as CSV next to this page: per_round.csv, convergence.csv, bandwidth.csv, per_broker.csv, "
-    "quota_telemetry.csv, throttled_by_reason.csv (and producers.csv for runs with producers); all numbers in "
-    "summary.json."
-)
+CSV_TABLES = ("per_round.csv", "convergence.csv", "quota_telemetry.csv", "throttled_by_reason.csv")
 
 
 @dataclass(frozen=True)
@@ -58,28 +54,52 @@ def run_labels(runs: list[dict[str, Any]]) -> dict[str, str]:
 def render_report(
     summary: dict[str, Any],
     results: Results,
-    limits: pd.DataFrame,
     manifests: dict[str, dict[str, Any]],
     extras: Extras = Extras(),
 ) -> str:
     """The whole page (see the module doc)."""
     runs = summary["runs"]
     labels = run_labels(runs)
-    lead = conclusion(runs, labels, results.per_round, results.convergence, extras.explained)
+    lead = conclusion(runs, labels, results.run_rounds, results.events, extras.explained)
     if extras.explained is not None:
         lead += extras.explained.inline
     sections = []
     if len(runs) > 1:
         sections.append(_comparison(runs, labels, manifests))
+    if any(run["groups_listed"] != "all" for run in runs):
+        sections.append(_distributions(runs, labels))
     if extras.comparison is not None:
         sections.append(extras.comparison)
     for run in runs:
-        sections.append(_run_section(run, labels[run["run_id"]], results, limits, extras.per_run.get(run["run_id"])))
+        sections.append(_run_section(run, labels[run["run_id"]], results, extras.per_run.get(run["run_id"])))
     sections.extend(extras.sections)
     sections.append(Section("definitions", "Definitions", _definitions()))
     scenarios = sorted({str(run["scenario"]) for run in runs})
     title = f"quotalab report: {', '.join(scenarios)}"
-    return render_page(title, lead, sections, note=f"{len(runs)} run(s). {TABLES_NOTE}")
+    return render_page(title, lead, sections, note=f"{len(runs)} run(s). ", links=_table_links(runs[0], results))
+
+
+def _table_links(run: dict[str, Any], results: Results) -> str:
+    """Where the full tables are: Parquet, written by Spark (a directory of parts each), and CSV when small."""
+    parquet = ", ".join(f'<a href="{escape(path)}">{escape(path)}</a>' for path in run["tables"].values())
+    csv = [*CSV_TABLES] if results.every_group_shown() else []
+    csv += ["bandwidth.csv", "per_broker.csv"] + (["producers.csv"] if "producers" in results.extra else [])
+    links = ", ".join(f'<a href="{name}">{name}</a>' for name in csv)
+    return (
+        f"Full tables next to this page, as Parquet (one directory each, any Parquet reader opens it): {parquet}; "
+        f'as CSV: {links}; every number on this page in <a href="summary.json">summary.json</a>.'
+    )
+
+
+def _distributions(runs: list[dict[str, Any]], labels: dict[str, str]) -> Section:
+    """Each measure's distribution over the groups, a line per run (a CDF: the share of groups at or below)."""
+    body = note(
+        "Over every group of each run: the share of groups (y) whose measure is at most x. Peak overshoot and "
+        "rounds over quota: lower is better; utilization and Jain (means over the last quarter): nearer 1 is "
+        "better. Rounds to converge: over every (group, event) pair; the line ends below 100% by the share that "
+        "never converged. Hover for values; a click on a run in the legend hides or shows it."
+    ) + figure_html(figures.distribution_figure(runs, labels), "distributions-figure")
+    return Section("distributions", "Distributions over the groups", body)
 
 
 def _comparison(runs: list[dict[str, Any]], labels: dict[str, str], manifests: dict[str, dict[str, Any]]) -> Section:
@@ -115,7 +135,7 @@ def _comparison(runs: list[dict[str, Any]], labels: dict[str, str], manifests: d
                 number(overall["rounds_over_quota_per_100_rounds"], 1),
                 percent(overall["starved"]),
                 number(overall["mean_rounds_to_converge"], 2),
-                f"{overall['events_not_converged']} of {overall['events']}",
+                f"{overall['events_not_converged']:,} of {overall['events']:,}",
                 number(overall["utilization"]),
                 number(overall["jain"]),
                 number(overall["fairness_error"]),
@@ -139,9 +159,7 @@ def _comparison(runs: list[dict[str, Any]], labels: dict[str, str], manifests: d
     return Section("comparison", "Comparison", body)
 
 
-def _run_section(
-    run: dict[str, Any], label: str, results: Results, limits: pd.DataFrame, ramps: Section | None
-) -> Section:
+def _run_section(run: dict[str, Any], label: str, results: Results, ramps: Section | None) -> Section:
     run_id = run["run_id"]
     events = results.convergence[results.convergence["run_id"] == run_id]
     lost_injected, lost_transport = run["deliveries_dropped"], run["deliveries_lost_transport"]
@@ -151,6 +169,8 @@ def _run_section(
         ["policy", run["policy"]],
         ["status", run_status_text(run)],
         ["rounds", run["rounds"]],
+        ["groups (rows: a group per quota dimension)", f"{run['groups_total']:,} ({run['group_rows']:,})"],
+        ["brokers", run["brokers"]],
         ["bytes published / round", number(run["bytes_published_per_round"], 0)],
         ["bytes delivered / round", number(run["bytes_delivered_per_round"], 0)],
         ["reports sent / round", number(run["reports_sent_per_round"], 1)],
@@ -166,19 +186,30 @@ def _run_section(
     base = anchor("run", label)
     bandwidth = results.bandwidth[results.bandwidth["run_id"] == run_id]
     subsections = [
-        Section(f"{base}-quota", "Quota telemetry", _quota_section(run_id, results.quota)),
+        Section(f"{base}-quota", "Quota telemetry", _quota_section(run_id, results.quota, _listed(run))),
         Section(
             f"{base}-bandwidth", "Bandwidth", figure_html(figures.bandwidth_figure(bandwidth, events), f"{base}-bw")
         ),
-        Section(f"{base}-groups", "Groups", _groups(run, base, results, limits, events)),
+        Section(f"{base}-groups", "Groups", _groups(run, base, results, events)),
     ]
     if ramps is not None:
         subsections.append(ramps)
     return Section(base, f"Run {label}", html_table(["", "value"], facts, text_columns=2), subsections)
 
 
-def _groups(run: dict[str, Any], base: str, results: Results, limits: pd.DataFrame, events: pd.DataFrame) -> str:
-    """The run's groups: a table, then a figure for each of the worst few."""
+def _listed(run: dict[str, Any]) -> str:
+    """What the run's per-group tables hold: '' (every group) or a note saying which and where the rest are."""
+    if run["groups_listed"] == "all":
+        return ""
+    return (
+        f"The {run['groups_listed']} of {run['group_rows']:,} (group, dimension) rows; every one in "
+        f"{run['tables']['groups']} (and the other tables under tables/)."
+    )
+
+
+def _groups(run: dict[str, Any], base: str, results: Results, events: pd.DataFrame) -> str:
+    """The run's groups (every one, or the worst few of many): a table, then a figure for each of the worst few."""
+    limits = results.limits
     header = [
         "group", "dimension", "peak overshoot", "rounds over quota", "utilization", "Jain", "fairness error",
         "report bytes / round", "rounds to converge after event@round",
@@ -202,15 +233,15 @@ def _groups(run: dict[str, Any], base: str, results: Results, limits: pd.DataFra
         for group in run["groups"]
     ]
     parts = [
-        note("Utilization, Jain and fairness error: means over the last quarter of the run."),
+        note(f"{_listed(run)} Utilization, Jain and fairness error: means over the last quarter of the run.".strip()),
         html_table(header, rows, text_columns=2, wide=True),
     ]
     shown = figures.figure_groups(run)
     if shown:
         parts.append(
             note(
-                f"Figures for {len(shown)} of {len(run['groups'])} group(s), the worst first (events never "
-                "converged, then peak overshoot, then Jain). Drag to zoom, double-click to reset; a click on a "
+                f"Figures for {len(shown)} of {run['group_rows']:,} (group, dimension) rows, the worst first (peak "
+                "overshoot, then events never converged, then Jain). Drag to zoom, double-click to reset; a click on a "
                 "legend entry hides or shows that line."
             )
         )
@@ -223,7 +254,7 @@ def _groups(run: dict[str, Any], base: str, results: Results, limits: pd.DataFra
     return "\n".join(parts)
 
 
-def _quota_section(run_id: str, quota: quota_telemetry.QuotaTelemetry) -> str:
+def _quota_section(run_id: str, quota: quota_section.QuotaTelemetry, listed: str = "") -> str:
     """The quota telemetry (docs/telemetry.md) of one run: per group a table, by reason the throttling, the
     allocate phase's duration, and a figure over the rounds."""
 
@@ -256,12 +287,12 @@ def _quota_section(run_id: str, quota: quota_telemetry.QuotaTelemetry) -> str:
         f"{1000 * t.p50_s:.3f} ms, p99 {1000 * t.p99_s:.3f} ms, max {1000 * t.max_s:.3f} ms."
         for t in of_run(quota.timings).itertuples()
     )
-    figure = quota_telemetry.quota_figure(of_run(quota.per_round), of_run(quota.throttled_per_round))
+    figure = quota_section.quota_figure(of_run(quota.per_round), of_run(quota.throttled_per_round))
     return "\n".join(
         [
             note(
-                "Over every (broker, round) row; the group usage is the one in the broker's view (its own and its "
-                "peers' reports). Definitions in docs/telemetry.md."
+                f"{listed} Over every (broker, round) row; the group usage is the one in the broker's view (its own "
+                "and its peers' reports). Definitions in docs/telemetry.md.".strip()
             ),
             html_table(header, rows, text_columns=2, wide=True),
             html_table(["group", "throttled by", "events", "seconds"], reason_rows, text_columns=2)

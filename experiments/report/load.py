@@ -27,6 +27,7 @@ from pyspark.sql.pandas.types import from_arrow_type
 from actors.telemetry.writer import SCHEMAS
 from experiments.errors import UserError
 from experiments.report import preflight
+from experiments.report.manifest import check_manifest
 
 SPARK_TYPES = {
     pa.string(): T.StringType(),
@@ -102,9 +103,8 @@ def read_manifests(run_dirs: list[Path] | list[str]) -> dict[str, RunDirectory]:
     checkers = {name: preflight.PartChecker(SCHEMAS[name]) for name in TABLES}  # over all runs: one scan each
     for run_dir in map(Path, run_dirs):
         manifest = _read_manifest(run_dir)
-        run_id = manifest.get("run_id")
-        if not isinstance(run_id, str) or not run_id:
-            raise UserError(f"{run_dir / 'manifest.json'}: no run_id")
+        check_manifest(run_dir, manifest)
+        run_id = manifest["run_id"]
         if run_id in located:
             raise UserError(f"{run_dir}: run {run_id!r} is given twice")
         checked = {name: _checked_parts(run_dir, name, checkers[name], run_id) for name in TABLES}

@@ -48,24 +48,30 @@ def silences(events: pd.DataFrame, rounds: dict[str, int]) -> pd.DataFrame:
 
 
 def fallback_comparison(
-    per_round: pd.DataFrame, convergence: pd.DataFrame, events: pd.DataFrame, manifests: dict[str, dict[str, Any]]
+    run_rounds: pd.DataFrame,
+    event_convergence: pd.DataFrame,
+    events: pd.DataFrame,
+    manifests: dict[str, dict[str, Any]],
 ) -> pd.DataFrame:
-    """One row per run and silence (COLUMNS); empty when no run has one."""
+    """One row per run and silence (COLUMNS); empty when no run has one. `run_rounds` and `event_convergence` are
+    the collected `groups.run_rounds` and `groups.event_convergence` tables: the groups already summed."""
     rounds = {run_id: manifest.get("rounds_completed", 0) for run_id, manifest in manifests.items()}
     rows = []
-    limited = per_round[per_round.quota < math.inf]
     for silence in silences(events, rounds).itertuples():
-        during = limited[(limited.run_id == silence.run_id) & limited["round"].between(silence.start, silence.end - 1)]
-        if during.empty:
+        during = run_rounds[
+            (run_rounds.run_id == silence.run_id) & run_rounds["round"].between(silence.start, silence.end - 1)
+        ]
+        if during.empty or not during.target.notna().any():  # no round of it, or no group with a quota
             continue
         target = during.target.sum()
-        lost = (during.target - during.usage).clip(lower=0).sum() / target if target > 0 else None
-        ended = convergence[
-            (convergence.run_id == silence.run_id)
-            & (convergence["round"] == silence.end)
-            & (convergence.kind == silence.ended_by)
-        ]["rounds_to_converge"]
-        recovered = None if ended.empty or ended.isna().any() else int(ended.max())
+        lost = during.held_back.sum() / target if target > 0 else None
+        ended = event_convergence[
+            (event_convergence.run_id == silence.run_id)
+            & (event_convergence["round"] == silence.end)
+            & (event_convergence.kind == silence.ended_by)
+        ]
+        never = ended.empty or ended["never"].sum() > 0 or ended["rounds_to_converge"].isna().any()
+        recovered = None if never else int(ended["rounds_to_converge"].max())
         fallback = manifests[silence.run_id].get("scenario", {}).get("fallback", {}).get("mode", "none")
         overshoot = float(during.overshoot.max()) if during.overshoot.notna().any() else None
         rows.append([silence.run_id, fallback, silence.silence, silence.start, silence.end, overshoot, lost, recovered])

@@ -44,9 +44,9 @@ class Section:
     subsections: Sequence[Section] = ()
 
 
-def render_page(title: str, lead: str, sections: Sequence[Section], note: str = "") -> str:
+def render_page(title: str, lead: str, sections: Sequence[Section], note: str = "", links: str = "") -> str:
     """The page: the title, `lead` (the conclusion), the table of contents, then the sections (h2, their
-    subsections h3)."""
+    subsections h3). `note` is text, `links` HTML after it."""
     generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
         "<!DOCTYPE html>",
@@ -56,7 +56,7 @@ def render_page(title: str, lead: str, sections: Sequence[Section], note: str = 
         "</head><body>",
         f"<h1>{escape(title)}</h1>",
         lead,
-        f'<p class="note">Generated {generated}. {note}</p>' if note else f'<p class="note">Generated {generated}.</p>',
+        f'<p class="note">Generated {generated}. {note}{links}</p>',
         _contents(sections),
     ]
     for section in sections:

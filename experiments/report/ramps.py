@@ -24,11 +24,13 @@ Ramped = tuple[str, str, str, dict[str, Any]]  # run_id, group, dimension, the r
 
 
 def ramped_groups(manifests: dict[str, dict[str, Any]]) -> list[Ramped]:
-    """(run_id, group, dimension, ramp settings) of every ramped quota of the runs, from their manifests."""
+    """(run_id, group, dimension, ramp settings) of every ramped quota of the runs, from their manifests (checked
+    by `manifest.check_manifest`: a generated scenario's groups are a count, and none of them ramps)."""
     return [
         (run_id, group["name"], dimension, ramp)
         for run_id, manifest in manifests.items()
-        for group in manifest.get("scenario", {}).get("groups", [])
+        if isinstance(groups := manifest.get("scenario", {}).get("groups", []), list)
+        for group in groups
         for dimension, ramp in group.get("ramp_up", {}).items()
     ]
 

@@ -1,17 +1,20 @@
-"""What comes back to the driver (small aggregated tables only) and `summary.json` built from it.
+"""What comes back to the driver (small tables only), the full tables written as Parquet by Spark, and
+`summary.json` built from what came back.
 
-The raw tables stay in Spark; the driver receives per-(group, round) and per-(run, round) aggregates, whose
-size does not grow with the number of brokers, and each broker's limit for the few groups the figures show.
+The raw tables stay in Spark. The per-round and per-group tables are written by Spark next to the page
+(`TABLES_DIR`); the driver receives each run's scores over all its groups, the distributions over its groups,
+per-(run, round) and per-event aggregates, and the rows of the groups the page details (`groups.shown_groups`:
+all of a small run's, the worst few of a large one's), with each broker's limit for those.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import reduce
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -20,70 +23,135 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from actors.telemetry.liveness import run_status
-from experiments.report import agreement, metrics, quota_telemetry
+from experiments.report import agreement, groups, metrics, quota_section
 from experiments.report.load import Runs
-from experiments.report.quota_telemetry import QuotaTelemetry
-from experiments.report.session import pandas_3_accepted
+from experiments.report.quota_section import QuotaTelemetry
+
+TABLES_DIR = "tables"  # under the report's directory: the full tables, as Parquet (a directory of parts each)
+PARQUET_TABLES = ("per_round", "groups", "convergence", "quota_telemetry", "throttled_by_reason")
+PER_ROUND_COLUMNS = [
+    *metrics.GROUP_ROUND, "t_s", "brokers", "quota", "usage", "demand", "target", "limit", "overshoot",
+    "over_quota", "utilization", "jain", "fairness_error", "throttled_s", "report_bytes", "fair_share_brokers",
+    "starved_brokers",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Results:
-    """The aggregated tables, as pandas DataFrames with the columns of the `metrics` transform named."""
+    """The collected tables (pandas), with the columns of the Spark transforms that made them. The per-group
+    ones hold the shown groups only (`groups.shown_groups`): every group of a small run."""
 
-    per_round: pd.DataFrame  # metrics.group_rounds
-    groups: pd.DataFrame  # metrics.group_summary
-    convergence: pd.DataFrame  # metrics.convergence
+    per_round: pd.DataFrame  # metrics.group_rounds, the shown groups
+    groups: pd.DataFrame  # groups.group_table with `rank` and `run_groups`, the shown groups
+    convergence: pd.DataFrame  # metrics.convergence, the shown groups
+    limits: pd.DataFrame  # each broker's limit per round, the shown groups
+    scores: pd.DataFrame  # groups.run_scores: per run, over all its groups
+    distributions: pd.DataFrame  # groups.distributions
+    run_rounds: pd.DataFrame  # groups.run_rounds
+    event_convergence: pd.DataFrame  # groups.event_convergence
     bandwidth: pd.DataFrame  # metrics.bandwidth_per_round
     per_broker: pd.DataFrame  # metrics.bandwidth_per_broker
     runs: pd.DataFrame  # metrics.run_bandwidth
-    starvation: pd.DataFrame  # metrics.starvation
-    quota: QuotaTelemetry  # quota_telemetry: the PIP-323-style telemetry's aggregates
+    quota: QuotaTelemetry  # quota_section: the PIP-323-style telemetry's aggregates, the shown groups
     agreement: pd.DataFrame  # agreement.rounds_to_agree (empty without a pool-size consensus)
     events: pd.DataFrame = field(default_factory=pd.DataFrame)  # the runs' events table as logged
     extra: dict[str, pd.DataFrame] = field(default_factory=dict)  # the `extra` frames asked of collect_results
+
+    def every_group_shown(self) -> bool:
+        """Whether the per-group tables hold every group of every run (then they are small: CSV too)."""
+        return len(self.groups) == int(self.scores["group_rows"].sum())
 
 
 Frames = Mapping[str, tuple[DataFrame, list[str]]]  # name -> (a small result, the columns to sort it by)
 
 
-def collect_results(runs: Runs, extra: Frames | None = None) -> Results:
-    """Run the metric jobs and collect their (small) results, with the `extra` frames (figures' tables).
+def collect_results(
+    runs: Runs, tables_dir: Path, extra: Frames | None = None, progress: Callable[[str], None] | None = None
+) -> Results:
+    """Run the metric jobs: the full tables written to `tables_dir` as Parquet by Spark (`PARQUET_TABLES`),
+    then two collects of small results, the second with the `extra` frames (figures' tables).
 
-    Two collects, whatever the number of tables: the first computes the water-filling and the per-round table
-    and keeps the latter cached; the second computes every other table from it and the telemetry at once
-    (`collect_tables`). On small runs each Spark job costs about as much as its work, so one collect per table
-    (sixteen) took most of a report's time. The first runs in a thread while this one builds and plans the
-    second: building and planning a plan of twenty tables takes seconds of the driver's time, which now overlap
-    the first's jobs instead of following them. A partition of the cached table is computed once either way
-    (the block manager locks it while a task writes it).
+    The one aggregation of the `rounds` rows (`metrics.round_cells`, with the quota telemetry's) runs in the
+    first write, and its per-round table stays cached for the rest; the per-event and per-group tables are
+    cached too (the page's selection and the scores read them again).
     """
-    per_round = metrics.group_rounds(metrics.broker_rounds(runs.rounds)).persist()
+    say = progress or (lambda text: None)
+    cells = metrics.round_cells(runs.rounds, quota_section.round_aggregates())
+    per_round = metrics.group_rounds(cells, keep=quota_section.ROUND_COLUMNS).persist()
+    cached = [per_round]
     try:
-        with ThreadPoolExecutor(max_workers=1) as first_collect:
-            first = first_collect.submit(collect_table, per_round, metrics.GROUP_ROUND)
-            per_bandwidth_round = metrics.bandwidth_per_round(runs.messages)
-            frames: dict[str, tuple[DataFrame, list[str]]] = {
-                "groups": (metrics.group_summary(per_round), metrics.GROUP),
-                "convergence": (metrics.convergence(per_round, runs.events), [*metrics.GROUP_ROUND, "kind"]),
-                "bandwidth": (per_bandwidth_round, ["run_id", "round"]),
-                "per_broker": (metrics.bandwidth_per_broker(runs.messages), ["run_id", "broker"]),
-                "runs": (metrics.run_bandwidth(per_bandwidth_round), ["run_id"]),
-                "starvation": (metrics.starvation(per_round), metrics.GROUP),
-                "agreement": (agreement.agreement_per_round(runs.rounds), ["run_id", "round"]),
-                "events": (runs.events, ["run_id", "round", "kind"]),
-                **quota_telemetry_frames(runs),
+        say("the per-round table (the water-filling over every round of every group)")
+        _write(per_round.select(*PER_ROUND_COLUMNS), tables_dir / "per_round")
+        convergence = metrics.convergence(per_round, runs.events).persist()
+        by_group = groups.group_table(per_round, convergence).persist()
+        cached += [convergence, by_group]
+        say("the per-group tables")
+        _write(convergence, tables_dir / "convergence")
+        _write(by_group, tables_dir / "groups")
+        _write(quota_section.group_summary(per_round), tables_dir / "quota_telemetry")
+        _write(quota_section.throttled_by_reason(runs.throttles), tables_dir / "throttled_by_reason")
+        say("the scores and distributions over the groups")
+        per_bandwidth_round = metrics.bandwidth_per_round(runs.messages)
+        per_broker = metrics.bandwidth_per_broker(runs.messages)
+        first = collect_tables(
+            {
+                "shown": (groups.shown_groups(by_group), ["run_id", "rank"]),
+                "scores": (groups.run_scores(by_group, per_broker), ["run_id"]),
+                "distributions": (groups.distributions(by_group, convergence), ["run_id", "measure"]),
             }
-            tables = collect_tables({**frames, **(extra or {})})
+        )
+        shown = first["shown"]
+        spark = runs.rounds.sparkSession
+        keys = F.broadcast(
+            spark.createDataFrame(
+                list(shown[metrics.GROUP].itertuples(index=False, name=None)),
+                "run_id string, group string, dimension string",
+            )
+        )
+        named = keys.select("run_id", "group").distinct()
+        shown_rounds = per_round.join(keys, on=metrics.GROUP)
+        say("the shown groups' details")
+        frames: dict[str, tuple[DataFrame, list[str]]] = {
+            "groups": (by_group.join(keys, on=metrics.GROUP), metrics.GROUP),
+            "per_round": (shown_rounds.select(*PER_ROUND_COLUMNS), metrics.GROUP_ROUND),
+            "convergence": (convergence.join(keys, on=metrics.GROUP), [*metrics.GROUP_ROUND, "kind"]),
+            "limits": (metrics.broker_limits(runs.rounds, keys), [*metrics.GROUP_ROUND, "broker"]),
+            "run_rounds": (groups.run_rounds(per_round), ["run_id", "round"]),
+            "event_convergence": (groups.event_convergence(convergence), ["run_id", "round", "kind"]),
+            "bandwidth": (per_bandwidth_round, ["run_id", "round"]),
+            "per_broker": (per_broker, ["run_id", "broker"]),
+            "runs": (metrics.run_bandwidth(per_bandwidth_round), ["run_id"]),
+            "agreement": (agreement.agreement_per_round(runs.rounds), ["run_id", "round"]),
+            "events": (runs.events, ["run_id", "round", "kind"]),
+            "quota.groups": (quota_section.group_summary(shown_rounds), quota_section.GROUP),
+            "quota.reasons": (
+                quota_section.throttled_by_reason(runs.throttles.join(named, on=["run_id", "group"])),
+                ["run_id", "group", "reason"],
+            ),
+            "quota.per_round": (quota_section.group_rounds(shown_rounds), ["run_id", "group", "round"]),
+            "quota.throttled_per_round": (
+                quota_section.throttled_rounds(runs.throttles),
+                ["run_id", "reason", "round"],
+            ),
+            "quota.timings": (quota_section.allocate_timings(runs.timings), ["run_id"]),
+        }
+        tables = collect_tables({**frames, **(extra or {})})
     finally:
-        per_round.unpersist()
+        for frame in cached:
+            frame.unpersist()
+    ranks = shown.set_index(metrics.GROUP)[["rank", "run_groups"]]
     return Results(
-        per_round=first.result(),
-        groups=tables["groups"],
+        per_round=tables["per_round"],
+        groups=tables["groups"].join(ranks, on=metrics.GROUP).sort_values(metrics.GROUP, ignore_index=True),
         convergence=tables["convergence"],
+        limits=tables["limits"],
+        scores=first["scores"],
+        distributions=first["distributions"],
+        run_rounds=tables["run_rounds"],
+        event_convergence=tables["event_convergence"],
         bandwidth=tables["bandwidth"],
         per_broker=tables["per_broker"],
         runs=tables["runs"],
-        starvation=tables["starvation"],
         quota=QuotaTelemetry(**{name: tables[f"quota.{name}"] for name in QUOTA_TABLES}),
         agreement=agreement.rounds_to_agree(tables["agreement"], tables["events"]),
         events=tables["events"],
@@ -94,32 +162,10 @@ def collect_results(runs: Runs, extra: Frames | None = None) -> Results:
 QUOTA_TABLES = ("groups", "reasons", "per_round", "throttled_per_round", "timings")
 
 
-def quota_telemetry_frames(runs: Runs) -> dict[str, tuple[DataFrame, list[str]]]:
-    """The quota telemetry's tables (`QuotaTelemetry`'s fields, prefixed `quota.`), to collect."""
-    return {
-        "quota.groups": (quota_telemetry.group_summary(runs.rounds), quota_telemetry.GROUP),
-        "quota.reasons": (quota_telemetry.throttled_by_reason(runs.throttles), ["run_id", "group", "reason"]),
-        "quota.per_round": (quota_telemetry.group_rounds(runs.rounds), ["run_id", "group", "round"]),
-        "quota.throttled_per_round": (
-            quota_telemetry.throttled_rounds(runs.throttles),
-            ["run_id", "reason", "round"],
-        ),
-        "quota.timings": (quota_telemetry.allocate_timings(runs.timings), ["run_id"]),
-    }
-
-
-def collect_quota_telemetry(runs: Runs) -> QuotaTelemetry:
-    tables = collect_tables(quota_telemetry_frames(runs))
-    return QuotaTelemetry(**{name: tables[f"quota.{name}"] for name in QUOTA_TABLES})
-
-
-def collect_table(frame: DataFrame, order: list[str]) -> pd.DataFrame:
-    """Collect one result, the largest (a row per group and round), through Arrow: a million rows' per-round
-    table came back in 0.6 s less than as JSON rows. Its integers are made int64, as `collect_tables` makes
-    them."""
-    with pandas_3_accepted():
-        table = frame.toPandas()
-    return _typed(table, frame.schema, order)
+def _write(frame: DataFrame, path: Path) -> None:
+    """`frame` as Parquet at `path`.parquet (a directory of parts), by Spark's executors: an absolute path, which
+    on a cluster must be one every executor can write (a shared directory)."""
+    frame.write.mode("overwrite").parquet(str(path.resolve()) + ".parquet")
 
 
 def collect_tables(frames: Frames) -> dict[str, pd.DataFrame]:
@@ -157,43 +203,34 @@ def _typed(table: pd.DataFrame, schema: T.StructType, order: list[str]) -> pd.Da
     return table.sort_values(order, ignore_index=True)
 
 
-def collect_limits(rounds: DataFrame, shown: list[tuple[str, str, str]]) -> pd.DataFrame:
-    """Each broker's limit per round for the shown (run_id, group, dimension) triples (one Spark job)."""
-    return collect_table(*limits_frame(rounds, shown))
-
-
-def limits_frame(rounds: DataFrame, shown: list[tuple[str, str, str]] | None) -> tuple[DataFrame, list[str]]:
-    """The frame of each broker's limit per round for the `shown` triples; None: every group."""
-    spark = rounds.sparkSession
-    keys = None if shown is None else spark.createDataFrame(shown, "run_id string, group string, dimension string")
-    return metrics.broker_limits(rounds, keys), [*metrics.GROUP_ROUND, "broker"]
-
-
 def build_summary(manifests: dict[str, dict[str, Any]], results: Results) -> dict[str, Any]:
-    """`summary.json` as DESIGN.md shapes it, runs in the order given, groups by name, events by round.
+    """`summary.json` as DESIGN.md shapes it, runs in the order given, events by round.
 
     Extra keys: per run `status`, `rounds`, `reports_sent_per_round`, `reports_suppressed_per_round`,
     `deliveries_dropped` and `deliveries_lost_transport` (report copies lost to the injected faults, to the transport),
-    `rounds_to_agree` (per membership event, runs with a pool-size consensus: `agreement`) and `overall` (the
-    groups' scores pooled, for comparing runs); per group `rounds_over_quota` (the share of its rounds with
-    U > 1.05 Q), `fairness_error`, `report_bytes_per_round`, `starved` (the share of the last quarter's
-    (broker, round) pairs with a fair share where the broker got less than half of it) and the two counts it
-    comes from; per event `target`.
+    `rounds_to_agree` (per membership event, runs with a pool-size consensus: `agreement`), `overall` (the
+    groups' scores pooled over all of them, for comparing runs), `groups_total`, `group_rows` (a row per group
+    and quota dimension) and `brokers` (how many),
+    `groups_listed` (`all`, by name, or `worst N by peak overshoot`, worst first: `groups` holds those),
+    `distributions` (per measure, its values at `quantiles` over the groups, `count` and `missing`) and
+    `tables` (the full tables' Parquet directories, relative to the report); per group `rounds_over_quota` (the
+    share of its rounds with U > 1.05 Q), `fairness_error`, `report_bytes_per_round`, `starved` (the share of the
+    last quarter's (broker, round) pairs with a fair share where the broker got less than half of it) and the
+    two counts it comes from; per event `target`.
     """
     bandwidth = results.runs.set_index("run_id")
+    scores = results.scores.set_index("run_id")
     events_by_group = dict(list(results.convergence.groupby(metrics.GROUP, sort=False)))
-    starvation = results.starvation.set_index(metrics.GROUP)
+    rounds = results.run_rounds.groupby("run_id")["round"].nunique()
     runs = []
     for run_id, manifest in manifests.items():
-        groups = [
-            _group_entry(
-                row,
-                events_by_group.get((run_id, row.group, row.dimension)),
-                starvation.loc[(run_id, row.group, row.dimension)]
-                if (run_id, row.group, row.dimension) in starvation.index
-                else None,
-            )
-            for row in results.groups[results.groups["run_id"] == run_id].itertuples()
+        shown = results.groups[results.groups["run_id"] == run_id]
+        score = scores.loc[run_id] if run_id in scores.index else NO_GROUPS
+        listed_all = len(shown) == score["group_rows"]
+        if not listed_all:
+            shown = shown.sort_values("rank")
+        groups_entries = [
+            _group_entry(row, events_by_group.get((run_id, row.group, row.dimension))) for row in shown.itertuples()
         ]
         traffic = bandwidth.loc[run_id] if run_id in bandwidth.index else {}
         runs.append(
@@ -203,18 +240,42 @@ def build_summary(manifests: dict[str, dict[str, Any]], results: Results) -> dic
                 "policy": _policy_name(manifest.get("policy")),
                 "bytes_published_per_round": _number(traffic.get("bytes_published_per_round")),
                 "bytes_delivered_per_round": _number(traffic.get("bytes_delivered_per_round")),
-                "groups": groups,
+                "groups": groups_entries,
                 "status": run_status(manifest),
-                "rounds": int(results.per_round.loc[results.per_round["run_id"] == run_id, "round"].nunique()),
+                "rounds": int(rounds.get(run_id, 0)),
                 "reports_sent_per_round": _number(traffic.get("reports_sent_per_round")),
                 "reports_suppressed_per_round": _number(traffic.get("reports_suppressed_per_round")),
                 "deliveries_dropped": _number(traffic.get("deliveries_dropped")),
                 "deliveries_lost_transport": _number(traffic.get("deliveries_lost_transport")),
-                "overall": _overall(groups),
+                "overall": _overall(score),
                 "rounds_to_agree": _agreement_entries(results.agreement, run_id),
+                "groups_total": int(score["groups"]),
+                "group_rows": int(score["group_rows"]),
+                "brokers": int(score["brokers"]) if pd.notna(score["brokers"]) else 0,
+                "groups_listed": "all" if listed_all else f"worst {len(shown)} by peak overshoot",
+                "distributions": _distributions(results.distributions, run_id),
+                "tables": {name: f"{TABLES_DIR}/{name}.parquet" for name in PARQUET_TABLES},
             }
         )
     return {"runs": runs}
+
+
+NO_GROUPS = pd.Series(
+    {"peak_overshoot": None, "rounds_over_quota": None, "utilization": None, "jain": None, "fairness_error": None,
+     "mean_rounds_to_converge": None, "events": 0, "events_not_converged": 0, "fair_share_broker_rounds": 0,
+     "starved_broker_rounds": 0, "groups": 0, "group_rows": 0, "brokers": 0},
+)  # fmt: skip  # the scores of a run without a `rounds` row
+
+
+def _distributions(table: pd.DataFrame, run_id: str) -> dict[str, Any]:
+    return {
+        row.measure: {
+            "quantiles": [_number(value) for value in row.quantiles] if isinstance(row.quantiles, list) else [],
+            "count": int(row.count),
+            "missing": int(row.missing),
+        }
+        for row in table[table["run_id"] == run_id].itertuples()
+    }
 
 
 def _agreement_entries(table: pd.DataFrame, run_id: str) -> list[dict[str, Any]]:
@@ -230,15 +291,8 @@ def _agreement_entries(table: pd.DataFrame, run_id: str) -> list[dict[str, Any]]
     ]
 
 
-def _group_entry(row: Any, events: pd.DataFrame | None, starvation: pd.Series | None) -> dict[str, Any]:
-    fair_share, starved = (
-        (0, 0)
-        if starvation is None
-        else (
-            int(starvation["fair_share_broker_rounds"]),
-            int(starvation["starved_broker_rounds"]),
-        )
-    )
+def _group_entry(row: Any, events: pd.DataFrame | None) -> dict[str, Any]:
+    fair_share, starved = int(row.fair_share_broker_rounds), int(row.starved_broker_rounds)
     return {
         "group": row.group,
         "dimension": row.dimension,
@@ -263,38 +317,30 @@ def _group_entry(row: Any, events: pd.DataFrame | None, starvation: pd.Series | 
     }
 
 
-def _overall(groups: list[dict[str, Any]]) -> dict[str, Any]:
-    """A run's scores over all its groups: the worst peak overshoot, mean scores, convergence over all events.
+def _overall(score: pd.Series) -> dict[str, Any]:
+    """A run's scores over all its groups (`groups.run_scores`): the worst peak overshoot, mean scores,
+    convergence over all events.
 
     `rounds_over_quota` is the mean over groups of the share of rounds over quota (an unlimited group counts
     as 0: it never is); `rounds_over_quota_per_100_rounds` is the same number per 100 rounds; `starved` pools
     the groups' (broker, round) pairs.
     """
-    waits = [event["rounds_to_converge"] for group in groups for event in group["events"]]
-    converged = [wait for wait in waits if wait is not None]
-    peaks = [group["peak_overshoot"] for group in groups if group["peak_overshoot"] is not None]
-    rounds_over_quota = _mean(group["rounds_over_quota"] for group in groups)
-    fair_share = sum(group["fair_share_broker_rounds"] for group in groups)
-    starved = sum(group["starved_broker_rounds"] for group in groups)
+    rounds_over_quota = _number(score["rounds_over_quota"])
+    fair_share, starved = int(score["fair_share_broker_rounds"]), int(score["starved_broker_rounds"])
     return {
-        "peak_overshoot": max(peaks, default=None),
+        "peak_overshoot": _number(score["peak_overshoot"]),
         "rounds_over_quota": rounds_over_quota,
         "rounds_over_quota_per_100_rounds": None if rounds_over_quota is None else 100 * rounds_over_quota,
-        "utilization": _mean(group["utilization"] for group in groups),
-        "jain": _mean(group["jain"] for group in groups),
-        "fairness_error": _mean(group["fairness_error"] for group in groups),
-        "mean_rounds_to_converge": _mean(converged),
-        "events": len(waits),
-        "events_not_converged": len(waits) - len(converged),
+        "utilization": _number(score["utilization"]),
+        "jain": _number(score["jain"]),
+        "fairness_error": _number(score["fairness_error"]),
+        "mean_rounds_to_converge": _number(score["mean_rounds_to_converge"]),
+        "events": int(score["events"]),
+        "events_not_converged": int(score["events_not_converged"]),
         "starved": starved / fair_share if fair_share else None,
         "fair_share_broker_rounds": fair_share,
         "starved_broker_rounds": starved,
     }
-
-
-def _mean(values: Any) -> float | None:
-    present = [value for value in values if value is not None]
-    return sum(present) / len(present) if present else None
 
 
 def _number(value: Any) -> float | None:

@@ -71,7 +71,7 @@ def collect_run_metrics(spark: SparkSession, run_dirs: list[Path]) -> dict[str, 
     rounds to converge, the bandwidth: three small collects over all the runs at once, where the full report
     collects a dozen tables), then `metrics.run_metrics`."""
     runs = load_runs(spark, run_dirs)
-    per_round = report_metrics.group_rounds(report_metrics.broker_rounds(runs.rounds)).persist()
+    per_round = report_metrics.group_rounds(report_metrics.round_cells(runs.rounds)).persist()
     try:
         groups = _records(report_metrics.group_summary(per_round))
         convergence = _records(report_metrics.convergence(per_round, runs.events))

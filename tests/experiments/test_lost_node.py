@@ -154,7 +154,19 @@ HELPER = textwrap.dedent(
             found = json.loads(records[0].read_text())
             lose(found["ran_on"]["node_id"])
             lost.append((found["config_id"], found["ran_on"]["node_id"]))
+            # the trial stays held until Tune's retry has stored a run of its candidate on another node: a
+            # process of the node removed can outlive it for a moment, and a trial let go then runs on there
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline and not retried_elsewhere(found):
+                time.sleep(0.05)
             ray.get(stores[0].release.remote())
+
+        def retried_elsewhere(found):
+            for path in runs_dir.glob("*/sweep-run.json"):
+                record = json.loads(path.read_text())
+                if record["config_id"] == found["config_id"] and record["ran_on"] != found["ran_on"]:
+                    return True
+            return False
 
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()

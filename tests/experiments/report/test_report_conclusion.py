@@ -11,7 +11,9 @@ from experiments.report.page import number, percent
 def run(run_id: str, peak: float, per_100: float, bytes_per_round: float, converge: float, starved: float = 0.0):
     overall = {"peak_overshoot": peak, "rounds_over_quota_per_100_rounds": per_100, "starved": starved,
                "mean_rounds_to_converge": converge, "events_not_converged": 1, "events": 6}  # fmt: skip
-    return {"run_id": run_id, "policy": run_id, "bytes_published_per_round": bytes_per_round, "overall": overall}
+    groups = [{"group": "ns-1", "peak_overshoot": peak / 2}, {"group": "ns-2", "peak_overshoot": peak}]
+    return {"run_id": run_id, "policy": run_id, "bytes_published_per_round": bytes_per_round, "overall": overall,
+            "groups": groups, "groups_total": 2_000}  # fmt: skip
 
 
 def over(run_id: str, rounds: set[int], last: int = 40) -> pd.DataFrame:
@@ -32,8 +34,11 @@ def test_the_run_that_holds_the_quota_is_named_with_what_it_costs_and_when_the_o
     per_round = pd.concat([over("pulsar", {0, 12, 13, 14, 16, 26}), over("safe", set())])
     text = conclusion(runs, {"pulsar": "pulsar", "safe": "fair-share-safe"}, per_round, EVENTS)
     assert text.startswith('<p class="conclusion"><strong>fair-share-safe holds the quota on these runs</strong>')
-    assert "(peak 0.5% over)" in text
-    assert "pulsar goes over: up to 40.0% over the quota, 9.6 rounds in 100 more than 5% over: at the start" in text
+    assert "(peak 0.5% over, in ns-2 of 2,000 groups)" in text  # the worst group named
+    assert (
+        "pulsar goes over: up to 40.0% over the quota, in ns-2 of 2,000 groups, 9.6 rounds in 100 more than 5% "
+        "over: at the start" in text
+    )
     assert (
         "at the start (round 0), after the join at round 12 (4 rounds from 12 to 16), after the crash at round 25 "
         in (text)

@@ -73,6 +73,14 @@ def test_summary_has_exactly_the_designed_shape(report):
     run_extras = {"status", "rounds", "reports_sent_per_round", "reports_suppressed_per_round", "overall"}
     run_extras |= {"rounds_to_agree"}  # runs with a pool-size consensus (numaflow-equal); [] otherwise
     run_extras |= {"deliveries_dropped", "deliveries_lost_transport"}  # report copies lost: injected, transport
+    run_extras |= {
+        "groups_total",
+        "group_rows",
+        "brokers",
+        "groups_listed",
+        "distributions",
+        "tables",
+    }  # at any number of groups
     group_keys = {"group", "dimension", "peak_overshoot", "utilization", "jain", "events"}
     group_extras = {"rounds_over_quota", "fairness_error", "report_bytes_per_round"}
     group_extras |= {"starved", "fair_share_broker_rounds", "starved_broker_rounds"}

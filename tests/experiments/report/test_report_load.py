@@ -51,7 +51,7 @@ def test_a_manifest_without_run_id_is_refused(tmp_path):
     manifest = json.loads((run_dir / "manifest.json").read_text())
     del manifest["run_id"]
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(UserError, match=r"manifest.json: no run_id$"):
+    with pytest.raises(UserError, match=r"manifest.json: run_id: missing or not a non-empty string$"):
         read_manifests([run_dir])
 
 

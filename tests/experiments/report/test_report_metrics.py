@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from allocator.policies.waterfill import max_min_fair
@@ -22,7 +23,13 @@ def by_key(frame, *key_columns):
 
 
 def group_rounds_of(spark, rows):
-    return metrics.group_rounds(metrics.broker_rounds(rounds_frame(spark, rows)))
+    return metrics.group_rounds(metrics.round_cells(rounds_frame(spark, rows)))
+
+
+def broker_rounds(spark, rows):
+    """Each broker's cell of each round (`round_cells`' arrays, one row each), with its round's keys."""
+    cells = metrics.round_cells(rounds_frame(spark, rows))
+    return cells.select(*metrics.GROUP_ROUND, F.inline("cells"))
 
 
 def test_water_filling_gives_the_max_min_fair_split_round_by_round(spark):
@@ -41,7 +48,7 @@ def test_water_filling_gives_the_max_min_fair_split_round_by_round(spark):
         rounds_row(0, "a", usage=5, demand=70, quota=math.inf, group="free"),
         rounds_row(0, "b", usage=5, demand=500, quota=math.inf, group="free"),
     ]
-    fair = by_key(metrics.broker_rounds(rounds_frame(spark, rows)), "group", "round", "broker")
+    fair = by_key(broker_rounds(spark, rows), "group", "round", "broker")
     assert {key: row["fair"] for key, row in fair.items()} == pytest.approx(
         {
             ("g", 0, "a"): 45.0,
@@ -71,13 +78,13 @@ def test_the_fair_reference_is_the_allocators_water_filling_on_random_rounds(spa
         for b, (want, share) in enumerate(zip(wants.tolist(), shares.tolist(), strict=True)):
             rows.append(rounds_row(0, f"b{b}", usage=0.0, demand=want, quota=quota, group=group))
             expected[(group, f"b{b}")] = share
-    fair = by_key(metrics.broker_rounds(rounds_frame(spark, rows)), "group", "broker")
+    fair = by_key(broker_rounds(spark, rows), "group", "broker")
     assert {key: row["fair"] for key, row in fair.items()} == pytest.approx(expected, rel=1e-12, abs=1e-9)
 
 
 def test_a_duplicated_row_is_summed_not_an_error(spark):
     rows = [rounds_row(0, "a", usage=10, demand=30), rounds_row(0, "a", usage=10, demand=30)]
-    [row] = metrics.broker_rounds(rounds_frame(spark, rows)).collect()
+    [row] = broker_rounds(spark, rows).collect()
     assert (row["usage"], row["demand"], row["fair"]) == (20.0, 60.0, 60.0)
 
 

@@ -4,10 +4,12 @@ ramped-quota view, on hand-built tables with known answers."""
 from __future__ import annotations
 
 import json
+import math
 
 import pandas as pd
 import pytest
 
+from experiments.report import groups
 from experiments.report.outages import fallback_comparison, fallback_section, silences
 from experiments.report.ramps import ramp_figure, ramp_rounds, ramped_groups
 from experiments.report.summary import collect_tables
@@ -38,25 +40,36 @@ def test_silences_are_partitions_until_healed_and_registry_outages_for_their_rou
     ]
 
 
-def test_the_comparison_measures_overshoot_lost_throughput_and_recovery_per_silence():
-    # Quota 100, demand 120 (T = 100). During the outage (rounds 2-3) run "open" uses 120, run "closed" 10.
+@pytest.mark.spark
+def test_the_comparison_measures_overshoot_lost_throughput_and_recovery_per_silence(spark):
+    # Quota 100, demand 120 (T = 100). During the outage (rounds 2-3) run "open" uses 120, run "closed" 10; an
+    # unlimited group "free" takes no part (no target to hold back from, never over).
     usage = {"open": [100, 100, 120, 120, 100, 100], "closed": [100, 100, 10, 10, 60, 100]}
-    per_round = pd.DataFrame(
+    per_round = spark.createDataFrame(
         [
-            (run, "g", "publish_msgs_per_s", r, 100.0, float(u), 120.0, 100.0, max(0.0, u / 100 - 1))
+            (run, group, "publish_msgs_per_s", r, quota, float(u), 120.0, 100.0, max(0.0, u / quota - 1), u > 105)
             for run, values in usage.items()
             for r, u in enumerate(values)
+            for group, quota in (("g", 100.0), ("free", math.inf))
         ],
-        columns=["run_id", "group", "dimension", "round", "quota", "usage", "demand", "target", "overshoot"],
+        "run_id string, group string, dimension string, round int, quota double, usage double, demand double, "
+        "target double, overshoot double, over_quota boolean",
     )
     events = _events(*[(run, 2, "registry_outage", {"rounds": 2}) for run in usage])
-    convergence = pd.DataFrame(
+    convergence = spark.createDataFrame(
         [("open", "g", "publish_msgs_per_s", 4, "registry_restored", 0)]
-        + [("closed", "g", "publish_msgs_per_s", 4, "registry_restored", 1)],
-        columns=["run_id", "group", "dimension", "round", "kind", "rounds_to_converge"],
+        + [("closed", "g", "publish_msgs_per_s", 4, "registry_restored", 1)]
+        + [(run, "free", "publish_msgs_per_s", 4, "registry_restored", 0) for run in usage],
+        "run_id string, group string, dimension string, round int, kind string, rounds_to_converge int",
     )
     manifests = {run: {"rounds_completed": 6, "scenario": {"fallback": {"mode": run}}} for run in usage}
-    table = fallback_comparison(per_round, convergence, events, manifests).set_index("run_id")
+    collected = collect_tables(
+        {
+            "run_rounds": (groups.run_rounds(per_round), ["run_id", "round"]),
+            "events": (groups.event_convergence(convergence), ["run_id", "round", "kind"]),
+        }
+    )
+    table = fallback_comparison(collected["run_rounds"], collected["events"], events, manifests).set_index("run_id")
     assert table.loc["open", "peak_overshoot"] == pytest.approx(0.2)
     assert table.loc["open", "lost_throughput"] == 0
     assert table.loc["closed", "peak_overshoot"] == 0

@@ -53,7 +53,7 @@ def test_the_sweeps_metrics_are_the_run_reports_numbers(spark, tmp_path):
                                          progress=False))  # fmt: skip
     ours = collect_run_metrics(spark, run_dirs)
     runs = load_runs(spark, run_dirs)
-    for entry in build_summary(runs.manifests, collect_results(runs))["runs"]:
+    for entry in build_summary(runs.manifests, collect_results(runs, tmp_path / "tables"))["runs"]:
         overall, mine = entry["overall"], ours[entry["run_id"]]
         for name in ("peak_overshoot", "rounds_over_quota", "utilization", "jain", "fairness_error"):
             assert mine[name] == pytest.approx(overall[name], nan_ok=True)

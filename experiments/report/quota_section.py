@@ -38,16 +38,44 @@ def _known(column: str) -> Column:
     return F.when(~F.isnan(column), F.col(column))
 
 
-def group_summary(rounds: DataFrame) -> DataFrame:
-    return rounds.groupBy(*GROUP).agg(
-        F.avg("usage_fraction_of_limit").alias("usage_of_limit_mean"),
-        F.max("usage_fraction_of_limit").alias("usage_of_limit_max"),
+def round_aggregates() -> list[Column]:
+    """What each round of a group keeps of its (broker) rows for the telemetry's aggregates, computed in the
+    report's one aggregation of the `rounds` rows (`metrics.round_cells`): sums and counts where a mean over
+    rows is wanted, maxima, and the rows over quota."""
+    fraction, age = F.col("usage_fraction_of_limit"), _known("report_age_mean_s")
+    return [
+        F.sum(fraction).alias("usage_of_limit_sum"),
+        F.count(fraction).alias("usage_of_limit_rows"),
+        F.max(fraction).alias("usage_of_limit_max"),
         F.max("group_usage_fraction_of_quota").alias("group_usage_of_quota_max"),
-        F.avg(F.col("over_quota").cast("double")).alias("over_quota_share"),
+        F.count(F.when(F.col("over_quota"), True)).alias("rows_over_quota"),
+        F.count("*").alias("rows"),
+        F.max("breach_age_s").alias("breach_age_s"),
+        F.sum("throttle_events").cast("long").alias("throttle_events"),
+        F.sum(age).alias("report_age_mean_sum"),
+        F.count(age).alias("report_age_mean_rows"),
+        F.max(_known("report_age_max_s")).alias("report_age_max_s"),
+    ]
+
+
+ROUND_COLUMNS = (
+    "usage_of_limit_sum", "usage_of_limit_rows", "usage_of_limit_max", "group_usage_of_quota_max", "rows_over_quota",
+    "rows", "breach_age_s", "throttle_events", "report_age_mean_sum", "report_age_mean_rows", "report_age_max_s",
+)  # fmt: skip
+
+
+def group_summary(per_round: DataFrame) -> DataFrame:
+    """Per run, group and dimension, over every (broker, round) row, from `per_round` (the report's table of
+    group rounds with `ROUND_COLUMNS`)."""
+    return per_round.groupBy(*GROUP).agg(
+        (F.sum("usage_of_limit_sum") / F.sum("usage_of_limit_rows")).alias("usage_of_limit_mean"),
+        F.max("usage_of_limit_max").alias("usage_of_limit_max"),
+        F.max("group_usage_of_quota_max").alias("group_usage_of_quota_max"),
+        (F.sum("rows_over_quota") / F.sum("rows")).alias("over_quota_share"),
         F.max("breach_age_s").alias("longest_breach_s"),
         F.sum("throttle_events").cast("long").alias("throttle_events"),
-        F.avg(_known("report_age_mean_s")).alias("report_age_mean_s"),
-        F.max(_known("report_age_max_s")).alias("report_age_max_s"),
+        F.try_divide(F.sum("report_age_mean_sum"), F.sum("report_age_mean_rows")).alias("report_age_mean_s"),
+        F.max("report_age_max_s").alias("report_age_max_s"),
     )
 
 
@@ -58,12 +86,13 @@ def throttled_by_reason(throttles: DataFrame) -> DataFrame:
     )
 
 
-def group_rounds(rounds: DataFrame) -> DataFrame:
-    """Per run, round and group, over brokers and dimensions: the longest breach and the report ages."""
-    return rounds.groupBy("run_id", "round", "group").agg(
+def group_rounds(per_round: DataFrame) -> DataFrame:
+    """Per run, round and group, over brokers and dimensions (from `per_round`, as `group_summary`): the longest
+    breach and the report ages."""
+    return per_round.groupBy("run_id", "round", "group").agg(
         F.max("breach_age_s").alias("breach_age_s"),
-        F.max(_known("report_age_max_s")).alias("report_age_max_s"),
-        F.avg(_known("report_age_mean_s")).alias("report_age_mean_s"),
+        F.max("report_age_max_s").alias("report_age_max_s"),
+        F.try_divide(F.sum("report_age_mean_sum"), F.sum("report_age_mean_rows")).alias("report_age_mean_s"),
     )
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from experiments.report.html import _quota_section
 from experiments.report.load import load_runs
-from experiments.report.summary import collect_quota_telemetry
+from experiments.report.summary import collect_results
 
 from .tables import messages_row, rounds_row, write_run
 
@@ -48,7 +48,7 @@ def timings() -> list[dict]:
 def test_the_quota_telemetry_is_summarised_per_group_reason_and_round(spark, tmp_path):
     messages = [messages_row(r, "a", 10, 10) for r in range(4)]
     run_dir = write_run(tmp_path, "r1", rows(), messages, [], {"throttles": throttles(), "timings": timings()})
-    quota = collect_quota_telemetry(load_runs(spark, [run_dir]))
+    quota = collect_results(load_runs(spark, [run_dir]), tmp_path / "tables").quota
 
     [group] = quota.groups.to_dict("records")
     assert group["usage_of_limit_mean"] == pytest.approx((0.5 + 1.0 + 1.0 + 0.8 + 4 * 0.4) / 8)

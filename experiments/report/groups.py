@@ -46,13 +46,7 @@ def group_table(per_round: DataFrame, convergence: DataFrame) -> DataFrame:
         .join(waits, on=GROUP, how="left")
         .select(
             *GROUP,
-            "peak_overshoot",
-            "rounds_over_quota",
-            "utilization",
-            "jain",
-            "fairness_error",
-            "report_bytes_per_round",
-            "rounds",
+            *metrics.GROUP_SCORES,
             F.coalesce("fair_share_broker_rounds", F.lit(0)).cast("long").alias("fair_share_broker_rounds"),
             F.coalesce("starved_broker_rounds", F.lit(0)).cast("long").alias("starved_broker_rounds"),
             F.coalesce("events", F.lit(0)).alias("events"),

@@ -48,6 +48,16 @@ MIN_JAIN = 0.95
 STARVED_BELOW = 0.5  # a broker is starved in a round when U_b < 0.5 F_b
 OVER_QUOTA_TOLERANCE = 0.05  # a round is over quota when U > (1 + 0.05) Q: the report tolerance Pulsar allows
 
+# a group's scores over a run (`group_summary`), in the order of its table
+GROUP_SCORES = (
+    "peak_overshoot",
+    "rounds_over_quota",
+    "utilization",
+    "jain",
+    "fairness_error",
+    "report_bytes_per_round",
+    "rounds",
+)
 _SUMMED = ["usage", "demand", "limit", "throttled_s", "report_bytes"]  # a broker's measures in a round
 
 
@@ -248,16 +258,7 @@ def group_summary(group_rounds: DataFrame) -> DataFrame:
             F.avg("report_bytes").alias("report_bytes_per_round"),
             F.count("round").alias("rounds"),
         )
-        .select(
-            *GROUP,
-            "peak_overshoot",
-            "rounds_over_quota",
-            "utilization",
-            "jain",
-            "fairness_error",
-            "report_bytes_per_round",
-            "rounds",
-        )
+        .select(*GROUP, *GROUP_SCORES)
     )
 
 

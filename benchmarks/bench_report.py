@@ -12,6 +12,8 @@ Workloads:
 - pip82: a real run of the shipped `scale-pip82` scenario, 15 rounds (`quotalab run scale-pip82 --backend local
   --rounds 15`): 100 brokers, 100,000 groups, 7,500,000 rows;
 - pip82_50: the same for 50 rounds (25,000,000 rows), for the growth with rows (not in the default set: long).
+  Measured with pip82 in the same run, it gives `growth`: the report's cost at 50 rounds over the 15 rounds' scaled
+  by the rows (50/15), linear = 1 (target <= 1.2), and the same for the plain job.
 
 Synthetic runs: every broker serves every group; demands are log-normal around 1.2x the quota, usage approaches
 the max-min fair share after each event, a crashed broker is absent for 10 rounds.
@@ -21,7 +23,9 @@ alternating, `--repeat` times each (median kept): a load that changes during the
 too: the report's peak RSS, of its Python driver and of its JVM (sampled every 0.2 s), and the sizes of
 report.html and summary.json.
 
-Run from the repository root: `python -m benchmarks.bench_report` (writes `benchmarks/results/report.json`).
+Run from the repository root: `python -m benchmarks.bench_report` (writes `benchmarks/results/report.json`);
+`--workloads million pip82 pip82_50` for the growth. `--master spark://HOST:PORT` measures both on a Spark
+cluster instead (a standalone one: see docs/reports.md) and writes `benchmarks/results/report-cluster.json`.
 """
 
 from __future__ import annotations
@@ -47,12 +51,14 @@ from allocator.policies.waterfill import max_min_fair
 from benchmarks.common import ROOT, command_line, descendants, loadavg_1m, results_path, save_results
 
 RESULTS = results_path("report")
+CLUSTER_RESULTS = results_path("report-cluster")  # with --master other than MASTER
 MASTER = "local[2]"
 SCALE_ROUNDS = {"pip82": 15, "pip82_50": 50}
 DEFAULT_WORKLOADS = ["demo", "million", "pip82"]
 WORKLOADS = {"demo": {"runs": 3, "brokers": 5, "groups": 3, "rounds": 60},
              "million": {"runs": 1, "brokers": 20, "groups": 250, "rounds": 200}}  # fmt: skip
-TARGETS = {"report_over_peer": 3.0, "driver_rss_gib": 2.0, "report_html_mb": 5.0, "summary_json_mb": 5.0}
+TARGETS = {"report_over_peer": 3.0, "driver_rss_gib": 2.0, "report_html_mb": 5.0, "summary_json_mb": 5.0,
+           "growth_over_linear": 1.2}  # fmt: skip
 QUOTA = 1_000.0
 ROUNDS_PER_PART = 20
 EVENTS = [(50, "demand", "broker-0", {"group": "tenant-000/ns", "msgs_per_s": 400.0}), (100, "crash", "broker-3", {}),
@@ -271,10 +277,26 @@ def workload_runs(name: str, scratch: Path) -> tuple[list[Path], dict]:
     return run_dirs, dict(shape)
 
 
-def run(repeat: int = 1, workloads: list[str] | None = None) -> dict:
-    """Measure each workload (default: demo, million, pip82) `repeat` times, report and peer; save and print."""
+def growth(measured: dict, small: str = "pip82", large: str = "pip82_50") -> dict:
+    """How the cost grows from workload `small` to `large`, measured in the same run: each cost's ratio over
+    the rows' (linear = 1), for the report and for the plain job."""
+    rows_ratio = measured[large]["rounds_rows"] / measured[small]["rounds_rows"]
+    return {
+        "from": small,
+        "to": large,
+        "rows_ratio": round(rows_ratio, 3),
+        **{
+            f"{label}_over_linear": round(measured[large][f"{label}_s"] / measured[small][f"{label}_s"] / rows_ratio, 2)
+            for label in ("report", "peer")
+        },
+    }
+
+
+def run(repeat: int = 1, workloads: list[str] | None = None, master: str = MASTER) -> dict:
+    """Measure each workload (default: demo, million, pip82) `repeat` times, report and peer on `master`; save
+    and print."""
     workloads = workloads or DEFAULT_WORKLOADS
-    result: dict = {"master": MASTER, "repeat": repeat, "targets": TARGETS, "workloads": {}}
+    result: dict = {"master": master, "repeat": repeat, "targets": TARGETS, "workloads": {}}
     load_before = loadavg_1m()
     with tempfile.TemporaryDirectory(prefix="bench-report-") as scratch_name:
         scratch = Path(scratch_name)
@@ -287,14 +309,14 @@ def run(repeat: int = 1, workloads: list[str] | None = None) -> dict:
             for attempt in range(repeat):
                 out = scratch / f"{name}-report-{attempt}"
                 report = [sys.executable, "-m", "experiments", "report", *map(str, run_dirs), "--out", str(out),
-                          "--master", MASTER]  # fmt: skip
+                          "--master", master]  # fmt: skip
                 samples["report"].append(measured(report, ROOT))
                 samples["report"][-1] |= {
                     "report_html_mb": (out / "report.html").stat().st_size / 1e6,
                     "summary_json_mb": (out / "summary.json").stat().st_size / 1e6,
                 }
                 parts = [str(run_dir / "rounds") for run_dir in run_dirs]
-                peer = [sys.executable, str(peer_script), MASTER, str(scratch / f"{name}-peer-{attempt}"), *parts]
+                peer = [sys.executable, str(peer_script), master, str(scratch / f"{name}-peer-{attempt}"), *parts]
                 samples["peer"].append(measured(peer, ROOT))
                 took = {label: values[-1]["wall_s"] for label, values in samples.items()}
                 print(f"{name}: report {took['report']:.1f} s, peer {took['peer']:.1f} s", flush=True)
@@ -313,6 +335,8 @@ def run(repeat: int = 1, workloads: list[str] | None = None) -> dict:
                 "summary_json_mb": round(max(sample["summary_json_mb"] for sample in samples["report"]), 3),
                 "all_s": {label: [round(s["wall_s"], 2) for s in values] for label, values in samples.items()},
             }
+    if {"pip82", "pip82_50"} <= result["workloads"].keys():
+        result["growth"] = growth(result["workloads"])
     result.update(
         load_average_1m={"before": round(load_before, 2), "after": round(loadavg_1m(), 2)},
         cpus=os.cpu_count(),
@@ -320,7 +344,7 @@ def run(repeat: int = 1, workloads: list[str] | None = None) -> dict:
         pyspark=version("pyspark"),
         date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
     )
-    save_results(RESULTS, result, announce=False)
+    save_results(RESULTS if master == MASTER else CLUSTER_RESULTS, result, announce=False)
     for name, measured_ in result["workloads"].items():
         print(
             f"{name} ({measured_['rounds_rows']:,} rounds rows): report {measured_['report_s']:.1f} s, plain Spark "
@@ -329,6 +353,12 @@ def run(repeat: int = 1, workloads: list[str] | None = None) -> dict:
             f"{measured_['jvm_rss_gib']:.2f} GiB; report.html {measured_['report_html_mb']:.2f} MB, summary.json "
             f"{measured_['summary_json_mb']:.2f} MB"
         )
+    if "growth" in result:
+        print(
+            f"growth {result['growth']['from']} -> {result['growth']['to']} ({result['growth']['rows_ratio']}x the "
+            f"rows): report {result['growth']['report_over_linear']}x linear (target <= "
+            f"{TARGETS['growth_over_linear']}x), plain job {result['growth']['peer_over_linear']}x"
+        )
     return result
 
 
@@ -336,5 +366,7 @@ if __name__ == "__main__":
     parser = command_line(__doc__)
     parser.add_argument("--repeat", type=int, default=1, help="measurements per workload (median kept)")
     parser.add_argument("--workloads", nargs="+", choices=[*WORKLOADS, *SCALE_ROUNDS], default=DEFAULT_WORKLOADS)
+    parser.add_argument("--master", default=MASTER, help=f"Spark master for both jobs (default {MASTER}; another "
+                        "writes results/report-cluster.json)")  # fmt: skip
     arguments = parser.parse_args()
-    run(arguments.repeat, arguments.workloads)
+    run(arguments.repeat, arguments.workloads, arguments.master)

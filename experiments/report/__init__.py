@@ -40,7 +40,7 @@ def build_report(
     when `verbose`). `progress` is told each step.
     """
     from experiments.report.load import read_manifests, runs_of
-    from experiments.report.session import spark_session
+    from experiments.report.session import rounds_partitions, spark_session
 
     say = progress or (lambda text: None)
     started = time.perf_counter()
@@ -49,7 +49,7 @@ def build_report(
     if spark is None:
         say(f"starting Spark ({master})")
     with ThreadPoolExecutor(max_workers=1) as starter:
-        starting = None if spark else starter.submit(spark_session, master, verbose)
+        starting = None if spark else starter.submit(spark_session, master, verbose, rows)
         # Imported while the JVM starts (a second process: the wait frees the interpreter), not at the top: the
         # CLI imports this package to register `report`, and every other subcommand would otherwise pay for
         # loading pyspark, pandas and plotly (about 2 s).
@@ -73,7 +73,7 @@ def build_report(
     if has_producers:  # runs with producers (PIP-385): producers.csv and a section of their own
         extra["producers"] = producer_summary(runs.producers)
         extra["producer_rounds"] = producer_rounds(runs.producers)
-    results = collect_results(runs, out / TABLES_DIR, extra, say)
+    results = collect_results(runs, out / TABLES_DIR, extra, say, rounds_partitions(rows))
     summary = build_summary(runs.manifests, results)
 
     say("explaining the overshoots and starvation the conclusion names (a lockstep run is replayed once)")

@@ -41,6 +41,9 @@ from pyspark.sql import functions as F
 GROUP = ["run_id", "group", "dimension"]
 GROUP_ROUND = [*GROUP, "round"]
 BROKER_ROUND = [*GROUP_ROUND, "broker"]
+# A 64-bit hash of (run_id, group), the first key the per-round rows are partitioned and sorted by
+# (`round_cells`): a sort compares a long prefix first, and every row of a run shares its run_id's.
+GROUP_KEY = "group_key"
 
 CONVERGENCE_WINDOW = 3  # W: consecutive rounds that must all be settled
 TARGET_TOLERANCE = 0.05  # |U - T| <= 0.05 Q
@@ -58,32 +61,47 @@ GROUP_SCORES = (
     "report_bytes_per_round",
     "rounds",
 )
-_SUMMED = ["usage", "demand", "limit", "throttled_s", "report_bytes"]  # a broker's measures in a round
+_SUMMED = ["usage", "demand", "limit", "throttled_s", "report_bytes"]  # summed over a round's rows
+_CELL = ["usage", "demand"]  # a broker's measures in a round's array (`round_cells`)
 
 
-def round_cells(rounds: DataFrame, more: list[Column] | tuple[Column, ...] = ()) -> DataFrame:
+def round_cells(
+    rounds: DataFrame, more: list[Column] | tuple[Column, ...] = (), partitions: int | None = None
+) -> DataFrame:
     """Per run, group, dimension and round: `cells`, its brokers' rows as an array of (broker, usage, demand,
-    limit, throttled_s, report_bytes, fair) with a broker's duplicated rows summed into one and `fair` the fair
-    reference F_b; the round's `t_s` and `quota` (the largest a broker logged: in realtime a change reaches
-    brokers a tick apart); and the aggregates `more` (the quota telemetry's) over its rows.
+    fair) in the brokers' order, with a broker's duplicated rows summed into one and `fair` the fair reference
+    F_b; the round's `t_s` and `quota` (the largest a broker logged: in realtime a change reaches brokers a tick
+    apart); `usage`, `demand`, `limit`, `throttled_s` and `report_bytes` summed over its rows; the aggregates
+    `more` (the quota telemetry's) over its rows; and `group_key` (`GROUP_KEY`), which the rows are partitioned
+    and sorted by, into `partitions` (default: the session's shuffle partitions).
 
     One aggregation of the `rounds` rows, keyed by the round, and arithmetic on each round's small array: the
-    brokers of a group are a handful, its rounds hundreds of thousands at PIP-82's size. Keyed by broker as
-    well (a row per broker and round to sum duplicates) the aggregation's keys were as many as the rows and it
-    spilled (7.5 million rows: 46 s against 31 s for the round's key alone), and the water-filling's windows
-    sorted every row again.
+    brokers of a group are a handful, its rounds hundreds of thousands at PIP-82's size. The rows are shuffled
+    once, by group (`GROUP_KEY`), sorted, and aggregated as they stream past (`spark.sql.execution.
+    replaceHashWithSortAgg`, set by `session.spark_session`): an array per key in a hash map fell back to sorting
+    every row anyway, with spills, and then needed a second shuffle for each window by group (7.5 million rows:
+    57 s for the aggregation alone against 28 s so). The later windows and aggregations by group
+    (`group_rounds`) reuse this partitioning and order instead of shuffling again.
     """
-    rows = rounds.groupBy(*GROUP_ROUND).agg(
-        F.collect_list(F.struct("broker", *_SUMMED)).alias("broker_rows"),
-        F.max("t_s").alias("t_s"),
-        F.max("quota").alias("quota"),
-        *more,
+    in_order = [GROUP_KEY, "run_id", "group", "round", "dimension"]
+    keyed = rounds.withColumn(GROUP_KEY, F.xxhash64("run_id", "group"))
+    rows = (
+        (keyed.repartition(partitions, GROUP_KEY) if partitions else keyed.repartition(GROUP_KEY))
+        .sortWithinPartitions(*in_order, "broker")
+        .groupBy(*in_order)
+        .agg(
+            F.collect_list(F.struct("broker", *_CELL)).alias("broker_rows"),
+            F.max("t_s").alias("t_s"),
+            F.max("quota").alias("quota"),
+            *(F.sum(name).alias(name) for name in _SUMMED),
+            *more,
+        )
     )
     brokers = F.array_distinct(F.transform("broker_rows", lambda row: row["broker"]))
 
     def summed(broker: Column) -> Column:
         mine = F.filter("broker_rows", lambda row: row["broker"] == broker)
-        return F.struct(broker.alias("broker"), *(_array_sum(mine, name).alias(name) for name in _SUMMED))
+        return F.struct(broker.alias("broker"), *(_array_sum(mine, name).alias(name) for name in _CELL))
 
     unique = F.when(F.size(brokers) == F.size("broker_rows"), F.col("broker_rows")).otherwise(
         F.transform(brokers, summed)
@@ -143,14 +161,12 @@ def group_rounds(cells: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
     x2_sum = F.aggregate("cells", F.lit(0.0), lambda sum_, cell: sum_ + F.coalesce(over_fair(cell) ** 2, F.lit(0.0)))
     fair_gap = F.aggregate("cells", F.lit(0.0), lambda sum_, cell: sum_ + F.abs(cell["usage"] - cell["fair"]))
     totals = cells.select(
+        GROUP_KEY,
         *GROUP_ROUND,
         "t_s",
         F.size("cells").alias("brokers"),
         "quota",
-        *(
-            _array_sum("cells", name).alias(name)
-            for name in ("usage", "demand", "limit", "throttled_s", "report_bytes")
-        ),
+        *_SUMMED,
         count(lambda cell: over_fair(cell).isNotNull()).alias("fair_share_brokers"),
         count(lambda cell: (cell["fair"] > 0) & (cell["usage"] < STARVED_BELOW * cell["fair"])).alias(
             "starved_brokers"
@@ -163,7 +179,8 @@ def group_rounds(cells: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
     Q, U, D = F.col("quota"), F.col("usage"), F.col("demand")
     limited = F.col("quota") < math.inf
     own_share = F.when(D > 0, F.least(F.lit(1.0), Q / D)).otherwise(1.0)  # of the demand, this quota admits
-    group_share = F.min(own_share).over(W.partitionBy("run_id", "group", "round"))  # the tightest dimension's
+    # the tightest dimension's, over the partitioning and order `round_cells` left (no shuffle, no sort)
+    group_share = F.min(own_share).over(W.partitionBy(GROUP_KEY, "run_id", "group", "round"))
     target = F.when(group_share < own_share, D * group_share).otherwise(F.least(Q, D))
     over_quota = limited & (U > (1 + OVER_QUOTA_TOLERANCE) * Q)
     return totals.select(

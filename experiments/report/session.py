@@ -33,16 +33,27 @@ DRIVER_JAVA_OPTIONS = (
     "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m -XX:+UseSerialGC -XX:+UnlockDiagnosticVMOptions "
     "-XX:-BytecodeVerificationRemote"
 )
+# Past a million `rounds` rows the work outweighs the start: C2 compiles the hot loops (the sort, the
+# water-filling's array functions, which Spark interprets per element) and pays for its threads. Measured on
+# PIP-82's 7.5 million rows (a 15-round `scale-pip82` run, the same code, same load): the report 95.8 s with C1
+# only, 74.5 s with C1 then C2; its per-round stage 45 s against 25 s.
+LARGE_DRIVER_JAVA_OPTIONS = DRIVER_JAVA_OPTIONS.replace("-XX:TieredStopAtLevel=1 ", "")
+C1_ONLY_UP_TO_ROWS = 1_000_000
+SHUFFLE_PARTITIONS = 4  # the session's; the `rounds` rows' shuffle takes more for more rows (`rounds_partitions`)
+ROWS_PER_SHUFFLE_PARTITION = 1_000_000  # `rounds` rows: a partition's sort of them fits the driver's memory
 
 
-def spark_session(master: str = "local[*]", verbose: bool = False) -> SparkSession:
-    """Get or create the `quotalab` SparkSession on `master`, sized for small aggregations on a laptop.
+def spark_session(master: str = "local[*]", verbose: bool = False, rows: int = 0) -> SparkSession:
+    """Get or create the `quotalab` SparkSession on `master`, sized for the aggregations of `rows` `rounds` rows
+    on a laptop.
 
     getOrCreate semantics: when a session already runs (the tests' fixture, a notebook), it is returned as it
-    is and `master` is ignored. Few shuffle partitions because the aggregated tables are small; no UI; UTC.
-    The driver's JVM compiles with C1 only, collects with the serial GC and does not verify Spark's
-    classes (`DRIVER_JAVA_OPTIONS`).
+    is and `master` and `rows` are ignored. Few shuffle partitions because the aggregated tables are small
+    (`rounds_partitions` for the one shuffle of the rows); no UI; UTC. The driver's JVM collects with the serial
+    GC and does not verify Spark's classes, and up to `C1_ONLY_UP_TO_ROWS` compiles with C1 only
+    (`DRIVER_JAVA_OPTIONS`; past it `LARGE_DRIVER_JAVA_OPTIONS`).
     """
+    java_options = DRIVER_JAVA_OPTIONS if rows <= C1_ONLY_UP_TO_ROWS else LARGE_DRIVER_JAVA_OPTIONS
     # Any Python worker of a local master must be this interpreter (same pandas, pyarrow, allocator).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
@@ -50,11 +61,12 @@ def spark_session(master: str = "local[*]", verbose: bool = False) -> SparkSessi
         .appName("quotalab")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
-        .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
+        .config("spark.sql.execution.replaceHashWithSortAgg", "true")  # metrics.round_cells
+        .config("spark.driver.extraJavaOptions", java_options)
     )
     try:
         with contextlib.nullcontext() if verbose else _stderr_to_devnull(), pandas_3_accepted():
@@ -64,6 +76,14 @@ def spark_session(master: str = "local[*]", verbose: bool = False) -> SparkSessi
         raise UserError(f"Spark did not start on {master} ({' '.join(str(error).split())[:200]}){hint}") from None
     session.sparkContext.setLogLevel("WARN" if verbose else "ERROR")
     return session
+
+
+def rounds_partitions(rows: int) -> int:
+    """How many partitions the `rounds` rows are shuffled into (`metrics.round_cells`): one per
+    `ROWS_PER_SHUFFLE_PARTITION`, at least `SHUFFLE_PARTITIONS`. At 1.9 million rows a partition its sort
+    spilled; a bounded partition keeps the cost linear in the rows. The smaller tables after it keep the
+    session's `SHUFFLE_PARTITIONS` (an approximate quantile's value depends on how its input is split)."""
+    return max(SHUFFLE_PARTITIONS, -(-rows // ROWS_PER_SHUFFLE_PARTITION))
 
 
 @contextlib.contextmanager

@@ -66,17 +66,22 @@ Frames = Mapping[str, tuple[DataFrame, list[str]]]  # name -> (a small result, t
 
 
 def collect_results(
-    runs: Runs, tables_dir: Path, extra: Frames | None = None, progress: Callable[[str], None] | None = None
+    runs: Runs,
+    tables_dir: Path,
+    extra: Frames | None = None,
+    progress: Callable[[str], None] | None = None,
+    partitions: int | None = None,
 ) -> Results:
     """Run the metric jobs: the full tables written to `tables_dir` as Parquet by Spark (`PARQUET_TABLES`),
     then two collects of small results, the second with the `extra` frames (figures' tables).
 
     The one aggregation of the `rounds` rows (`metrics.round_cells`, with the quota telemetry's) runs in the
     first write, and its per-round table stays cached for the rest; the per-event and per-group tables are
-    cached too (the page's selection and the scores read them again).
+    cached too (the page's selection and the scores read them again). `partitions`: how many the `rounds` rows
+    are shuffled into (`metrics.round_cells`).
     """
     say = progress or (lambda text: None)
-    cells = metrics.round_cells(runs.rounds, quota_section.round_aggregates())
+    cells = metrics.round_cells(runs.rounds, quota_section.round_aggregates(), partitions)
     per_round = metrics.group_rounds(cells, keep=quota_section.ROUND_COLUMNS).persist()
     cached = [per_round]
     try:
@@ -84,12 +89,13 @@ def collect_results(
         _write(per_round.select(*PER_ROUND_COLUMNS), tables_dir / "per_round")
         convergence = metrics.convergence(per_round, runs.events).persist()
         by_group = groups.group_table(per_round, convergence).persist()
-        cached += [convergence, by_group]
+        by_reason = quota_section.throttled_by_reason(runs.throttles).persist()  # the shown groups' read it again
+        cached += [convergence, by_group, by_reason]
         say("the per-group tables")
         _write(convergence, tables_dir / "convergence")
         _write(by_group, tables_dir / "groups")
         _write(quota_section.group_summary(per_round), tables_dir / "quota_telemetry")
-        _write(quota_section.throttled_by_reason(runs.throttles), tables_dir / "throttled_by_reason")
+        _write(by_reason, tables_dir / "throttled_by_reason")
         say("the scores and distributions over the groups")
         per_bandwidth_round = metrics.bandwidth_per_round(runs.messages)
         per_broker = metrics.bandwidth_per_broker(runs.messages)
@@ -124,10 +130,7 @@ def collect_results(
             "agreement": (agreement.agreement_per_round(runs.rounds), ["run_id", "round"]),
             "events": (runs.events, ["run_id", "round", "kind"]),
             "quota.groups": (quota_section.group_summary(shown_rounds), quota_section.GROUP),
-            "quota.reasons": (
-                quota_section.throttled_by_reason(runs.throttles.join(named, on=["run_id", "group"])),
-                ["run_id", "group", "reason"],
-            ),
+            "quota.reasons": (by_reason.join(named, on=["run_id", "group"]), ["run_id", "group", "reason"]),
             "quota.per_round": (quota_section.group_rounds(shown_rounds), ["run_id", "group", "round"]),
             "quota.throttled_per_round": (
                 quota_section.throttled_rounds(runs.throttles),

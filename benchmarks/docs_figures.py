@@ -236,7 +236,16 @@ def _runtime() -> list[Row]:
 
 
 def _report() -> list[Row]:
-    data = result("report")
+    """`bench_report.py`'s results: on `local[2]` (`report.json`) and, when measured, on a cluster
+    (`report-cluster.json`)."""
+    rows = []
+    for name in ("report", "report-cluster"):
+        if (RESULTS / f"{name}.json").exists():
+            rows += _report_rows(result(name))
+    return rows
+
+
+def _report_rows(data: dict[str, Any]) -> list[Row]:
     targets = data["targets"]
     rows = []
     for name, measured in data["workloads"].items():
@@ -250,6 +259,17 @@ def _report() -> list[Row]:
                 f"{measured['summary_json_mb']:.2f} MB",
                 f"<= {targets['report_over_peer']:g}x; <= {targets['driver_rss_gib']:g} GiB; <= "
                 f"{targets['report_html_mb']:g} MB each",
+                _when(data),
+            )
+        )
+    if "growth" in data:
+        growth = data["growth"]
+        rows.append(
+            (
+                f"`quotalab report`'s growth with the rows, {growth['from']} -> {growth['to']} "
+                f"({growth['rows_ratio']:g}x the rows), {data['master']} (`bench_report.py`)",
+                f"{growth['report_over_linear']:.2f}x linear (the plain Spark job {growth['peer_over_linear']:.2f}x)",
+                f"<= {targets['growth_over_linear']:g}x",
                 _when(data),
             )
         )
@@ -285,8 +305,15 @@ def _soak() -> list[Row]:
 
 
 def benchmarks_table() -> str:
-    rows = [row for source in (_token_bucket, _node_scale, _scale, _runtime, _report, _sweep, _soak)
-            for row in source()]  # fmt: skip
+    return _table([row for source in (_token_bucket, _node_scale, _scale, _runtime, _report, _sweep, _soak)
+                   for row in source()])  # fmt: skip
+
+
+def report_table() -> str:
+    return _table(_report())
+
+
+def _table(rows: list[Row]) -> str:
     lines = ["| what | figure | target | measured (date, 1-min load) |", "|---|---|---|---|"]
     lines += [f"| {' | '.join(row)} |" for row in rows]
     return "\n".join(lines) + "\n"
@@ -294,6 +321,7 @@ def benchmarks_table() -> str:
 
 TABLES: dict[str, Callable[[], str]] = {
     "benchmarks": benchmarks_table,
+    "report": report_table,
     "scale": scale_table,
     "scale-tenfold": scale_tenfold_table,
     "scale-profile": scale_profile_table,

@@ -149,7 +149,8 @@ def with_fair_share(rounds: DataFrame) -> DataFrame:
 def group_rounds(cells: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
     """Per run, group, dimension and round (`round_cells`): Q, U, D, T, overshoot, over quota, utilization, Jain,
     fairness error, and the brokers with a fair share (`F_b > 0`) and those starved among them (`U_b < 0.5 F_b`);
-    then the columns `keep` of `cells` as they are."""
+    then the columns `keep` of `cells` as they are, and `GROUP_KEY`: the aggregations by group that follow
+    (`group_summary`, `starvation`) group by it too, and so reuse the partitioning `round_cells` left."""
 
     def over_fair(cell: Column) -> Column:  # x_b = U_b / F_b, null where F_b = 0: only brokers with F_b > 0 count
         return F.try_divide(cell["usage"], cell["fair"])
@@ -202,6 +203,7 @@ def group_rounds(cells: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
         "fair_share_brokers",
         "starved_brokers",
         *keep,
+        GROUP_KEY,
     )
 
 
@@ -260,12 +262,12 @@ def convergence(group_rounds: DataFrame, events: DataFrame) -> DataFrame:
 
 
 def group_summary(group_rounds: DataFrame) -> DataFrame:
-    """Per run, group and dimension: peak overshoot, the share of rounds over quota, and means over the last
-    quarter of the run's rounds."""
+    """Per run, group and dimension (of `group_rounds`, with its `GROUP_KEY`): peak overshoot, the share of
+    rounds over quota, and means over the last quarter of the run's rounds."""
     in_last_quarter = F.col("round") >= F.col("last_quarter_from")
     return (
         _with_last_quarter_from(group_rounds)
-        .groupBy(*GROUP)
+        .groupBy(GROUP_KEY, *GROUP)
         .agg(
             F.max("overshoot").alias("peak_overshoot"),
             F.avg(F.col("over_quota").cast("double")).alias("rounds_over_quota"),
@@ -288,7 +290,7 @@ def starvation(group_rounds: DataFrame) -> DataFrame:
     return (
         _with_last_quarter_from(group_rounds)
         .filter(in_last_quarter)
-        .groupBy(*GROUP)
+        .groupBy(GROUP_KEY, *GROUP)
         .agg(
             F.sum("fair_share_brokers").alias("fair_share_broker_rounds"),
             F.sum("starved_brokers").alias("starved_broker_rounds"),

@@ -16,7 +16,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from experiments.report import plotting
+from experiments.report import metrics, plotting
 from experiments.report.plotting import Figure, line
 
 GROUP = ["run_id", "group", "dimension"]
@@ -66,8 +66,8 @@ ROUND_COLUMNS = (
 
 def group_summary(per_round: DataFrame) -> DataFrame:
     """Per run, group and dimension, over every (broker, round) row, from `per_round` (the report's table of
-    group rounds with `ROUND_COLUMNS`)."""
-    return per_round.groupBy(*GROUP).agg(
+    group rounds with `ROUND_COLUMNS`, `metrics.group_rounds`: grouped by its `GROUP_KEY` too, no shuffle)."""
+    by_group = per_round.groupBy(metrics.GROUP_KEY, *GROUP).agg(
         (F.sum("usage_of_limit_sum") / F.sum("usage_of_limit_rows")).alias("usage_of_limit_mean"),
         F.max("usage_of_limit_max").alias("usage_of_limit_max"),
         F.max("group_usage_of_quota_max").alias("group_usage_of_quota_max"),
@@ -77,6 +77,7 @@ def group_summary(per_round: DataFrame) -> DataFrame:
         F.try_divide(F.sum("report_age_mean_sum"), F.sum("report_age_mean_rows")).alias("report_age_mean_s"),
         F.max("report_age_max_s").alias("report_age_max_s"),
     )
+    return by_group.drop(metrics.GROUP_KEY)
 
 
 def throttled_by_reason(throttles: DataFrame) -> DataFrame:

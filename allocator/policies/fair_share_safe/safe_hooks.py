@@ -170,5 +170,8 @@ def fair_shares(pool: np.ndarray, view: PeerView, d: int) -> tuple[np.ndarray, n
     the registry lists but this broker never heard, the whole pool) and its max-min fair share of `pool` [G]."""
     unheard = view.listed & ~view.present
     wants = view.usage[:, :, d] if view.demand is None else view.demand[:, :, d]
-    wants = np.where(unheard, np.where(np.isfinite(pool), pool, 0.0)[:, None], np.where(view.present, wants, 0.0))
-    return wants, max_min_fair(pool, wants, view.present | unheard)
+    wants = np.where(view.present, wants, 0.0)
+    if unheard.any():
+        np.copyto(wants, np.where(np.isfinite(pool), pool, 0.0)[:, None], where=unheard)
+        return wants, max_min_fair(pool, wants, view.present | unheard)
+    return wants, max_min_fair(pool, wants, view.present)

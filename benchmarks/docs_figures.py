@@ -133,6 +133,14 @@ def scale_profile_table() -> str:
         "|---|---|",
     ]
     lines += [f"| {part} | {share:.0%} |" for part, share in profile["shares"].items()]
+    for name, run in result("scale")["runs"].items():
+        cpu = run.get("cpu_s_per_round", {})
+        if name.count("/") == 2 and name.endswith("/local/interest") and "main_thread_forced_rounds" in cpu:
+            lines.append(
+                f"\n{run['policy']}, local: the main thread's CPU a round is {cpu['main_thread_forced_rounds']:.2f} s"
+                f" in the rounds of the forced report, {cpu['main_thread_other_rounds']:.2f} s in the others"
+                f" ({cpu['main_thread_forced_rounds'] / cpu['main_thread_other_rounds']:.1f}x)."
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -30,6 +30,7 @@ from allocator.node.usage_table import OWN, Merge, UsageTable
 from allocator.policies.decisions import Decisions
 from allocator.policies.hooks import PeerView, Traffic
 from allocator.policies.report_suppressor import ReportSuppressor
+from allocator.policies.rows import row_sum
 from allocator.ramps.ramped_pool import RampedPools
 from allocator.wire.envelope import check_key
 from allocator.wire.routing import Routes
@@ -326,7 +327,7 @@ class BrokerNode:
 
     def _brokers_in_view(self) -> np.ndarray:
         """[G] the brokers in the view of each group, this one always counted."""
-        return self.table.present[:, OWN + 1 : self.table.n_slots].sum(axis=1) + 1
+        return row_sum(self.table.present[:, OWN + 1 : self.table.n_slots]) + 1
 
     def _set_limits(self, limit: np.ndarray, apply: bool = True) -> None:
         """The limits of the groups served, each >= MIN_LIMIT (`np.inf` stays); to the buckets if `apply`."""

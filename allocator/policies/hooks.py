@@ -28,6 +28,7 @@ import numpy as np
 
 from allocator.policies.policy import BoundPolicy
 from allocator.policies.report_suppressor import ReportSuppressor, Selection
+from allocator.policies.rows import row_sum
 
 if TYPE_CHECKING:
     from allocator.policies.decisions import Decisions
@@ -59,7 +60,7 @@ class PeerView:
     @property
     def others_present(self) -> np.ndarray:
         """[G] how many other brokers are in the view."""
-        return self.present[:, OWN + 1 :].sum(axis=1)
+        return row_sum(self.present[:, OWN + 1 :])
 
 
 @dataclass(frozen=True)

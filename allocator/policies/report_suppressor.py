@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from allocator.policies.rows import row_any
+
 
 @dataclass(frozen=True)
 class Selection:
@@ -39,9 +41,9 @@ class ReportSuppressor:
 
     def select(self, usage: np.ndarray, serving: np.ndarray) -> Selection:
         """Decide this round's report from the usage just measured ([G, D]) and the groups served ([G])."""
-        active = serving & usage.any(axis=1)
+        active = serving & row_any(usage)
         tolerance = self._last_reported * (self.threshold_pct / 100.0)
-        changed = (np.abs(usage - self._last_reported) > tolerance).any(axis=1)
+        changed = row_any(np.abs(usage - self._last_reported) > tolerance)
         due = self._rounds_since + 1 >= self.force_every
         wanted = active & (changed | due | ~self._standing | (self._repeats_left > 0))
         stopped = ~active & self._standing

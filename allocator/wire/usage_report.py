@@ -113,7 +113,9 @@ class ReportBatch:
         )
 
     def select(self, reports: np.ndarray) -> ReportBatch:
-        """The batch of the reports where `reports` (bool[R]) is True."""
+        """The batch of the reports where `reports` (bool[R]) is True (this batch itself when it keeps them all)."""
+        if reports.all():
+            return self
         keep = reports.tolist()
         entries = np.repeat(reports, np.diff(self.offsets))
 

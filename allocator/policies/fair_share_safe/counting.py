@@ -50,6 +50,7 @@ from __future__ import annotations
 import numpy as np
 
 from allocator.policies.hooks import OWN
+from allocator.policies.rows import row_any, row_sum
 
 EXCESS_TOLERANCE = 0.05  # a usage up to 5% above the fair share is within it (rounding, a round's jitter)
 
@@ -61,10 +62,8 @@ def _newcomer_reservation(
     heard peers are counted at above their fair shares (room they give back as they make room for it)."""
     peers = slice(OWN + 1, None)
     excess = np.maximum(counted[:, peers] - fair_share[:, peers], 0.0) * heard[:, peers]
-    reserved = (fair_share * unheard_listed).sum(axis=1)
-    kept = 1.0 - np.minimum(
-        np.divide(excess.sum(axis=1), reserved, out=np.ones_like(reserved), where=reserved > 0), 1.0
-    )
+    reserved = row_sum(fair_share * unheard_listed)
+    kept = 1.0 - np.minimum(np.divide(row_sum(excess), reserved, out=np.ones_like(reserved), where=reserved > 0), 1.0)
     return fair_share * kept[:, None]
 
 
@@ -102,34 +101,48 @@ class PeerMemory:
         down at its next allocation for a newcomer the registry lists (another broker); `stepped_down` [G] the
         groups where the registry says every peer has read this newcomer's listing. Updates the memory of
         `dimension`."""
-        self._widen(usage.shape[1])
-        within_usage = self.within_usage[:, : usage.shape[1], dimension]
-        excess_rounds = self.excess_rounds[:, : usage.shape[1], dimension]
-        known = self.known[:, : usage.shape[1], dimension]
-        never_within = self.never_within[:, : usage.shape[1], dimension]
+        n_slots = usage.shape[1]
+        self._widen(n_slots)
+        within_usage = self.within_usage[:, :n_slots, dimension]
+        excess_rounds = self.excess_rounds[:, :n_slots, dimension]
+        known = self.known[:, :n_slots, dimension]
+        never_within = self.never_within[:, :n_slots, dimension]
         within = usage <= (1.0 + EXCESS_TOLERANCE) * fair_share
+        beyond = ~within
         first_heard = heard & ~known
-        stepping_down = never_within | (newly_listed | stepped_down)[:, None]  # above its share: it steps down
-        never_within[...] = np.where(first_heard, ~within, stepping_down & ~within)
-        within_usage[...] = np.where(heard, np.where(within | first_heard, usage, within_usage), 0.0)  # freed: forget
+        stepping_down = never_within  # above its share: it steps down
+        for_a_newcomer = newly_listed | stepped_down
+        if for_a_newcomer.any():
+            stepping_down = stepping_down | for_a_newcomer[:, None]
+        never_within[...] = np.where(first_heard, beyond, stepping_down & beyond)
+        np.copyto(within_usage, usage, where=within | first_heard)
+        unheard = ~heard
+        np.copyto(within_usage, 0.0, where=unheard)  # freed: forget
         known[...] = heard
-        excess_rounds[...] = np.where(heard & ~within, excess_rounds + 1, 0)
+        excess_rounds += 1
+        excess_rounds *= heard & beyond
         believed_for = np.where(never_within, 1, excess_for_rounds)
         could_hold = within_usage + room_left[:, None]
         believed = np.where(usage <= could_hold, usage, np.maximum(fair_share, within_usage))
         known_to_hold = np.where(excess_rounds > believed_for, fair_share, believed)
-        counted = np.where(silent, fair_share, np.where(heard, np.minimum(usage, known_to_hold), 0.0))
+        counted = np.minimum(usage, known_to_hold, out=known_to_hold)
+        np.copyto(counted, 0.0, where=unheard)
+        np.copyto(counted, fair_share, where=silent)
         counted[:, OWN] = usage[:, OWN]
-        made_room = np.maximum(counted - fair_share, 0.0) * (heard & stepped_down[:, None])
-        made_room[:, OWN] = 0.0
-        counted -= made_room
-        reserved = self.reserved[:, : usage.shape[1], dimension]
-        reservation = np.maximum(_newcomer_reservation(counted, fair_share, heard, unheard_listed), reserved)
-        reserved[...] = np.where(unheard_listed, reservation, 0.0)
-        counted = np.where(unheard_listed, reservation, counted)
-        self.counted[:, : usage.shape[1], dimension] = counted
-        self.counted[:, usage.shape[1] :, dimension] = 0.0
-        return counted, made_room.sum(axis=1)
+        made_room = np.zeros(len(usage))
+        if stepped_down.any():
+            room_made = np.maximum(counted - fair_share, 0.0) * (heard & stepped_down[:, None])
+            room_made[:, OWN] = 0.0
+            counted -= room_made
+            made_room = row_sum(room_made)
+        reserved = self.reserved[:, :n_slots, dimension]
+        if unheard_listed.any() or reserved.any():
+            reservation = np.maximum(_newcomer_reservation(counted, fair_share, heard, unheard_listed), reserved)
+            reserved[...] = np.where(unheard_listed, reservation, 0.0)
+            counted = np.where(unheard_listed, reservation, counted)
+        self.counted[:, :n_slots, dimension] = counted
+        self.counted[:, n_slots:, dimension] = 0.0
+        return counted, made_room
 
     def read_roster(self, listed: np.ndarray, heard: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The registry's changes since the last allocation, from its listing `listed` [G, K]: `newly_listed` [G],
@@ -143,8 +156,10 @@ class PeerMemory:
         now_listed[:, OWN] = False
         gone = self.listed & ~now_listed
         gone[:, : listed.shape[1]] &= ~heard
-        newly_listed = (now_listed & ~self.listed).any(axis=1)
+        newly_listed = row_any(now_listed & ~self.listed)
         self.listed = now_listed
+        if not gone.any():
+            return newly_listed, np.zeros(self.counted.shape[::2])
         return newly_listed, (self.counted * gone[:, :, None]).sum(axis=1)
 
     def rescale(self, ratio: np.ndarray) -> None:

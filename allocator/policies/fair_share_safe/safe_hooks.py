@@ -11,6 +11,7 @@ from allocator.policies.fair_share_safe import quota, reporting, start
 from allocator.policies.fair_share_safe.counting import EXCESS_TOLERANCE, PeerMemory
 from allocator.policies.hooks import OWN, Hooks, PeerView, Traffic
 from allocator.policies.report_suppressor import ReportSuppressor, Selection
+from allocator.policies.rows import row_any, row_sum
 from allocator.policies.waterfill import max_min_fair
 
 HELD_TOLERANCE = 0.05  # a limit under 95% of the broker's fair share is held below it; room over 5% is wasted
@@ -113,14 +114,14 @@ class SafeHooks(Hooks):
                 self.decisions.count(
                     d, counted, counted_as(view, unheard, counted, view.usage[:, :, d], newly_acknowledged)
                 )
-            counted_peers[:, d] = counted[:, OWN + 1 :].sum(axis=1)
+            counted_peers[:, d] = row_sum(counted[:, OWN + 1 :])
             risers[:, d] = start.risers(wants, fair_share, counted, present, EXCESS_TOLERANCE)
             new_limit[:, d] = self.rule(pool[:, d], limit[:, d], counted, wants, present)
             holds = np.where(view.present, view.usage[:, :, d], np.inf)  # a peer as it last reported
             holds[:, OWN] = new_limit[:, d]
             held_below = holds < (1.0 - HELD_TOLERANCE) * fair_share
             held |= held_below[:, OWN]
-            peer_held |= held_below[:, OWN + 1 :].any(axis=1)
+            peer_held |= row_any(held_below[:, OWN + 1 :])
         freed += made_room
         room = (self.room_left + freed) / risers
         new_limit = start.paced(limit, new_limit, view.loss, room)
@@ -169,5 +170,8 @@ def fair_shares(pool: np.ndarray, view: PeerView, d: int) -> tuple[np.ndarray, n
     the registry lists but this broker never heard, the whole pool) and its max-min fair share of `pool` [G]."""
     unheard = view.listed & ~view.present
     wants = view.usage[:, :, d] if view.demand is None else view.demand[:, :, d]
-    wants = np.where(unheard, np.where(np.isfinite(pool), pool, 0.0)[:, None], np.where(view.present, wants, 0.0))
-    return wants, max_min_fair(pool, wants, view.present | unheard)
+    wants = np.where(view.present, wants, 0.0)
+    if unheard.any():
+        np.copyto(wants, np.where(np.isfinite(pool), pool, 0.0)[:, None], where=unheard)
+        return wants, max_min_fair(pool, wants, view.present | unheard)
+    return wants, max_min_fair(pool, wants, view.present)

@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from allocator.policies.hooks import PeerView
+from allocator.policies.rows import row_sum
 
 LISTEN_ALLOCATIONS = 1  # without a registry, allocations a newcomer keeps its start limit (peers hear it meanwhile)
 
@@ -37,7 +38,7 @@ def risers(
     """[G] how many brokers of the view (this one included) are counted below what they may rise to, the least of
     what they want and their fair share: the ones that may rise into room left unclaimed; at least 1."""
     rising = present & ((1.0 + tolerance) * counted < np.minimum(wants, fair_share))
-    return np.maximum(rising.sum(axis=1), 1)
+    return np.maximum(row_sum(rising), 1)
 
 
 def paced(limit: np.ndarray, new_limit: np.ndarray, loss: float, room_left: np.ndarray) -> np.ndarray:

@@ -73,7 +73,8 @@ def collect_results(
     partitions: int | None = None,
 ) -> Results:
     """Run the metric jobs: the full tables written to `tables_dir` as Parquet by Spark (`PARQUET_TABLES`),
-    then two collects of small results, the second with the `extra` frames (figures' tables).
+    then one collect of the small results with the `extra` frames (figures' tables): the scores, the
+    distributions and the details of the groups the page shows, selected in Spark (`groups.shown_groups`).
 
     The one aggregation of the `rounds` rows (`metrics.round_cells`, with the quota telemetry's) runs in the
     first write, and its per-round table stays cached for the rest; the per-event and per-group tables are
@@ -96,29 +97,21 @@ def collect_results(
         _write(by_group, tables_dir / "groups")
         _write(quota_section.group_summary(per_round), tables_dir / "quota_telemetry")
         _write(by_reason, tables_dir / "throttled_by_reason")
-        say("the scores and distributions over the groups")
+        say("the scores, the distributions over the groups and the shown groups' details")
         per_bandwidth_round = metrics.bandwidth_per_round(runs.messages)
         per_broker = metrics.bandwidth_per_broker(runs.messages)
-        first = collect_tables(
-            {
-                "shown": (groups.shown_groups(by_group), ["run_id", "rank"]),
-                "scores": (groups.run_scores(by_group, per_broker), ["run_id"]),
-                "distributions": (groups.distributions(by_group, convergence), ["run_id", "measure"]),
-            }
-        )
-        shown = first["shown"]
-        spark = runs.rounds.sparkSession
-        keys = F.broadcast(
-            spark.createDataFrame(
-                list(shown[metrics.GROUP].itertuples(index=False, name=None)),
-                "run_id string, group string, dimension string",
-            )
-        )
+        # The page's selection stays in Spark: its keys join the cached tables in the same collect as the
+        # scores (a collect of the keys first, then a second of the details, cost a round of jobs and a wait).
+        # Cached: six of the collect's tables join it, and each would rank every group again.
+        shown = groups.shown_groups(by_group).persist()
+        cached.append(shown)
+        keys = F.broadcast(shown.select(*metrics.GROUP))
         named = keys.select("run_id", "group").distinct()
         shown_rounds = per_round.join(keys, on=metrics.GROUP)
-        say("the shown groups' details")
         frames: dict[str, tuple[DataFrame, list[str]]] = {
-            "groups": (by_group.join(keys, on=metrics.GROUP), metrics.GROUP),
+            "scores": (groups.run_scores(by_group, per_broker), ["run_id"]),
+            "distributions": (groups.distributions(by_group, convergence), ["run_id", "measure"]),
+            "groups": (by_group.join(F.broadcast(shown), on=metrics.GROUP), metrics.GROUP),
             "per_round": (shown_rounds.select(*PER_ROUND_COLUMNS), metrics.GROUP_ROUND),
             "convergence": (convergence.join(keys, on=metrics.GROUP), [*metrics.GROUP_ROUND, "kind"]),
             "limits": (metrics.broker_limits(runs.rounds, keys), [*metrics.GROUP_ROUND, "broker"]),
@@ -142,14 +135,13 @@ def collect_results(
     finally:
         for frame in cached:
             frame.unpersist()
-    ranks = shown.set_index(metrics.GROUP)[["rank", "run_groups"]]
     return Results(
         per_round=tables["per_round"],
-        groups=tables["groups"].join(ranks, on=metrics.GROUP).sort_values(metrics.GROUP, ignore_index=True),
+        groups=tables["groups"],
         convergence=tables["convergence"],
         limits=tables["limits"],
-        scores=first["scores"],
-        distributions=first["distributions"],
+        scores=tables["scores"],
+        distributions=tables["distributions"],
         run_rounds=tables["run_rounds"],
         event_convergence=tables["event_convergence"],
         bandwidth=tables["bandwidth"],

@@ -84,7 +84,7 @@ def round_cells(
     (`group_rounds`) reuse this partitioning and order instead of shuffling again.
     """
     in_order = [GROUP_KEY, "run_id", "group", "round", "dimension"]
-    keyed = rounds.withColumn(GROUP_KEY, F.xxhash64("run_id", "group"))
+    keyed = rounds.withColumn(GROUP_KEY, group_key())
     rows = (
         (keyed.repartition(partitions, GROUP_KEY) if partitions else keyed.repartition(GROUP_KEY))
         .sortWithinPartitions(*in_order, "broker")
@@ -207,6 +207,11 @@ def group_rounds(cells: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
     )
 
 
+def group_key() -> Column:
+    """`GROUP_KEY`'s value: a hash of the run and group, which the `rounds` rows are partitioned by."""
+    return F.xxhash64("run_id", "group")
+
+
 def group_events(events: DataFrame, groups: DataFrame) -> DataFrame:
     """Each event of a run once per group it applies to, plus the run's `start` at round 0 (see module doc)."""
     run_starts = groups.select(
@@ -238,18 +243,20 @@ def convergence(group_rounds: DataFrame, events: DataFrame) -> DataFrame:
     tolerance = F.when(limited, TARGET_TOLERANCE * Q).otherwise(TARGET_TOLERANCE * target)
     on_target = F.abs(U - target) <= tolerance
     fair_enough = jain.isNull() | (jain >= MIN_JAIN)
-    by_round = W.partitionBy(*GROUP).orderBy("round")
+    # By `GROUP_KEY` too: the per-round table is partitioned by it (`round_cells`), so the first window needs no
+    # shuffle of its rows.
+    by_round = W.partitionBy(GROUP_KEY, *GROUP).orderBy("round")
     next_window = by_round.rangeBetween(0, CONVERGENCE_WINDOW - 1)  # rounds r .. r+W-1, by value
     window_complete = F.count("round").over(next_window) == CONVERGENCE_WINDOW  # no round missing
     window_settled = window_complete & F.bool_and("settled").over(next_window)
     no_event = F.lit(None).cast("string")
     settled_starts = (
-        group_rounds.select(*GROUP_ROUND, (on_target & fair_enough).alias("settled"))
-        .select(*GROUP_ROUND, F.when(window_settled, F.col("round")).alias("settled_from"))
-        .select(*GROUP_ROUND, "settled_from", no_event.alias("kind"), no_event.alias("target"))
+        group_rounds.select(GROUP_KEY, *GROUP_ROUND, (on_target & fair_enough).alias("settled"))
+        .select(GROUP_KEY, *GROUP_ROUND, F.when(window_settled, F.col("round")).alias("settled_from"))
+        .select(GROUP_KEY, *GROUP_ROUND, "settled_from", no_event.alias("kind"), no_event.alias("target"))
     )
     markers = group_events(events, group_rounds.select(*GROUP)).select(
-        *GROUP_ROUND, F.lit(None).cast("int").alias("settled_from"), "kind", "target"
+        group_key().alias(GROUP_KEY), *GROUP_ROUND, F.lit(None).cast("int").alias("settled_from"), "kind", "target"
     )
     from_here_on = by_round.rangeBetween(0, W.unboundedFollowing)
     is_event = F.col("kind").isNotNull()

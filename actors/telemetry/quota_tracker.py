@@ -23,6 +23,9 @@ from allocator.node.broker_node import BrokerNode
 
 GROUP_LIMIT = "group_limit"  # throttled by the group's local limit on this broker (its token bucket)
 OVER_QUOTA_TOLERANCE = 1e-9  # relative: a sum of limits equal to the quota is not a breach by rounding
+# With float32 rates on the wire (`reporting.float32_rates`) each peer's usage in view is rounded by up to 2**-24 of
+# it, and so is their sum: a group at its quota read back over it by that much is at its quota, not a breach
+FLOAT32_OVER_QUOTA_TOLERANCE = 2.0**-23
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,8 @@ class QuotaTracker:
         seconds each reason held each group, `t_s` the run time and `now_s` the broker's clock."""
         quota = node.quota
         group_usage = node.table.view_usage()
-        over = group_usage > quota * (1.0 + OVER_QUOTA_TOLERANCE)
+        tolerance = FLOAT32_OVER_QUOTA_TOLERANCE if node.settings.float32_rates else OVER_QUOTA_TOLERANCE
+        over = group_usage > quota * (1.0 + tolerance)
         since = np.full(quota.shape, np.nan) if self._breach_since_s is None else self._breach_since_s
         since = np.where(over, np.where(np.isnan(since), t_s, since), np.nan)
         self._breach_since_s = since

@@ -26,10 +26,16 @@ class FixedTable:
         return np.array([now_s - 100.0]), np.array([(now_s - 100.0) / 2])
 
 
+@dataclass(frozen=True)
+class FixedSettings:
+    float32_rates: bool = False
+
+
 @dataclass
 class FixedNode:
     quota: np.ndarray
     table: FixedTable
+    settings: FixedSettings = FixedSettings()
 
 
 def test_breach_age_counts_from_the_first_round_over_quota_and_throttle_events_count_episodes():
@@ -55,6 +61,23 @@ def test_a_usage_equal_to_the_quota_is_no_breach():
     node = FixedNode(np.array([[90.0]]), FixedTable(np.array([[45.0 + 45.0 * (1 + 1e-15)]])))
     limit = np.array([[45.0]])
     assert not QuotaTracker().update(node, limit, limit, {}, 0.0, 0.0).over_quota.any()
+
+
+def test_with_float32_rates_their_rounding_is_no_breach_and_more_is():
+    quota, own = 1000.0, 200.0
+    peers = np.array([123.456789, 234.567891, 345.678912])
+    peers *= (quota - own) / peers.sum()  # the group exactly at its quota, as the brokers hold it
+    heard = own + peers.astype(np.float32).astype(np.float64).sum()  # the peers as float32 reports tell them
+    assert heard != quota  # rounded: a little over or under
+
+    def over(usage_in_view: float, float32_rates: bool) -> bool:
+        node = FixedNode(np.array([[quota]]), FixedTable(np.array([[usage_in_view]])), FixedSettings(float32_rates))
+        return bool(QuotaTracker().update(node, np.array([[own]]), np.array([[own]]), {}, 0.0, 0.0).over_quota[0, 0])
+
+    for usage_in_view in (heard, quota * (1 + 2.0**-24)):  # the rounding, at most half a float32 step
+        assert not over(usage_in_view, float32_rates=True)
+    assert over(quota * (1 + 2.0**-24), float32_rates=False)  # full precision: that is over
+    assert over(quota * (1 + 1e-6), float32_rates=True)  # beyond the rounding: a breach
 
 
 def test_fraction_of_an_unlimited_or_zero_whole():

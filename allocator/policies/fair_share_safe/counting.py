@@ -159,7 +159,7 @@ class PeerMemory:
         newly_listed = row_any(now_listed & ~self.listed)
         self.listed = now_listed
         if not gone.any():
-            return newly_listed, np.zeros(self.counted.shape[::2])
+            return newly_listed, np.zeros((self.counted.shape[0], self.counted.shape[2]))  # [G, D]
         return newly_listed, (self.counted * gone[:, :, None]).sum(axis=1)
 
     def rescale(self, ratio: np.ndarray) -> None:

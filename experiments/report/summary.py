@@ -116,28 +116,30 @@ def collect_results(
         keys = F.broadcast(shown.select(*metrics.GROUP))
         named = keys.select("run_id", "group").distinct()
         shown_rounds = per_round.join(keys, on=metrics.GROUP)
+        # In the order they are collected (`collect_tables`): first those that need neither the convergence
+        # nor the group table, which the writing thread is still computing.
         frames: dict[str, tuple[DataFrame, list[str]]] = {
+            "run_rounds": (groups.run_rounds(per_round), ["run_id", "round"]),
+            "agreement": (agreement.agreement_per_round(runs.rounds), ["run_id", "round"]),
+            "quota.throttled_per_round": (
+                quota_section.throttled_rounds(runs.throttles),
+                ["run_id", "reason", "round"],
+            ),
+            "bandwidth": (per_bandwidth_round, ["run_id", "round"]),
+            "per_broker": (per_broker, ["run_id", "broker"]),
+            "runs": (metrics.run_bandwidth(per_bandwidth_round), ["run_id"]),
+            "events": (runs.events, ["run_id", "round", "kind"]),
+            "quota.timings": (quota_section.allocate_timings(runs.timings), ["run_id"]),
             "scores": (groups.run_scores(by_group, per_broker), ["run_id"]),
             "distributions": (groups.distributions(by_group, convergence), ["run_id", "measure"]),
             "groups": (by_group.join(F.broadcast(shown), on=metrics.GROUP), metrics.GROUP),
             "per_round": (shown_rounds.select(*PER_ROUND_COLUMNS), metrics.GROUP_ROUND),
             "convergence": (convergence.join(keys, on=metrics.GROUP), [*metrics.GROUP_ROUND, "kind"]),
             "limits": (metrics.broker_limits(runs.rounds, keys), [*metrics.GROUP_ROUND, "broker"]),
-            "run_rounds": (groups.run_rounds(per_round), ["run_id", "round"]),
             "event_convergence": (groups.event_convergence(convergence), ["run_id", "round", "kind"]),
-            "bandwidth": (per_bandwidth_round, ["run_id", "round"]),
-            "per_broker": (per_broker, ["run_id", "broker"]),
-            "runs": (metrics.run_bandwidth(per_bandwidth_round), ["run_id"]),
-            "agreement": (agreement.agreement_per_round(runs.rounds), ["run_id", "round"]),
-            "events": (runs.events, ["run_id", "round", "kind"]),
             "quota.groups": (quota_section.group_summary(shown_rounds), quota_section.GROUP),
             "quota.reasons": (by_reason.join(named, on=["run_id", "group"]), ["run_id", "group", "reason"]),
             "quota.per_round": (quota_section.group_rounds(shown_rounds), ["run_id", "group", "round"]),
-            "quota.throttled_per_round": (
-                quota_section.throttled_rounds(runs.throttles),
-                ["run_id", "reason", "round"],
-            ),
-            "quota.timings": (quota_section.allocate_timings(runs.timings), ["run_id"]),
         }
         tables = collect_tables({**frames, **(extra or {})})
         written.result()

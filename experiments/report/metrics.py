@@ -97,7 +97,7 @@ def round_cells(
             *more,
         )
     )
-    brokers = F.array_distinct(F.transform("broker_rows", lambda row: row["broker"]))
+    brokers = F.array_distinct(F.col("broker_rows")["broker"])  # a field of each struct: no lambda
 
     def summed(broker: Column) -> Column:
         mine = F.filter("broker_rows", lambda row: row["broker"] == broker)
@@ -127,19 +127,21 @@ def with_fair_share(rounds: DataFrame) -> DataFrame:
     is below the maximum, and `min` leaves it whole as the unlimited level would). A test checks the two agree
     on random rounds.
     """
-    wants = F.array_sort(F.transform("cells", lambda cell: F.greatest(cell["demand"], F.lit(0.0))))
+    # The demands in ascending order, a null first (as the 0 it counts for), each counted as `max(0, demand)` as
+    # the fold reads it: clamping after sorting gives the order of sorting the clamped wants, without a lambda.
+    demands = F.sort_array(F.col("cells")["demand"])
     count = F.size("cells")
     start = F.struct(F.lit(0.0).alias("below"), F.lit(0).alias("index"), F.lit(-math.inf).alias("level"))
 
-    def step(state: Column, want: Column) -> Column:
+    def step(state: Column, demand: Column) -> Column:
         candidate = (F.col("quota") - state["below"]) / (count - state["index"])
         return F.struct(
-            (state["below"] + want).alias("below"),
+            (state["below"] + F.greatest(demand, F.lit(0.0))).alias("below"),
             (state["index"] + 1).alias("index"),
             F.greatest(state["level"], candidate).alias("level"),
         )
 
-    level = F.greatest(F.aggregate(wants, start, step)["level"], F.lit(0.0))
+    level = F.greatest(F.aggregate(demands, start, step)["level"], F.lit(0.0))
     fair = F.transform(
         "cells", lambda cell: cell.withField("fair", F.least(F.greatest(cell["demand"], F.lit(0.0)), level))
     )
@@ -155,27 +157,42 @@ def group_rounds(cells: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
     def over_fair(cell: Column) -> Column:  # x_b = U_b / F_b, null where F_b = 0: only brokers with F_b > 0 count
         return F.try_divide(cell["usage"], cell["fair"])
 
-    def count(condition) -> Column:
-        return F.size(F.filter("cells", condition))
+    def counted(condition: Column) -> Column:
+        return F.when(condition, 1).otherwise(0)
 
-    x_sum = F.aggregate("cells", F.lit(0.0), lambda sum_, cell: sum_ + F.coalesce(over_fair(cell), F.lit(0.0)))
-    x2_sum = F.aggregate("cells", F.lit(0.0), lambda sum_, cell: sum_ + F.coalesce(over_fair(cell) ** 2, F.lit(0.0)))
-    fair_gap = F.aggregate("cells", F.lit(0.0), lambda sum_, cell: sum_ + F.abs(cell["usage"] - cell["fair"]))
-    totals = cells.select(
+    # One fold over the round's brokers for the five: Spark evaluates an array function's lambda element by
+    # element, and a pass each cost five (the sums add in the brokers' order either way).
+    start = F.struct(
+        F.lit(0).alias("fair_share_brokers"),
+        F.lit(0).alias("starved_brokers"),
+        *(F.lit(0.0).alias(name) for name in ("sum_x", "sum_x2", "fair_gap")),
+    )
+
+    def step(state: Column, cell: Column) -> Column:
+        starved = (cell["fair"] > 0) & (cell["usage"] < STARVED_BELOW * cell["fair"])
+        return F.struct(
+            (state["fair_share_brokers"] + counted(over_fair(cell).isNotNull())).alias("fair_share_brokers"),
+            (state["starved_brokers"] + counted(starved)).alias("starved_brokers"),
+            (state["sum_x"] + F.coalesce(over_fair(cell), F.lit(0.0))).alias("sum_x"),
+            (state["sum_x2"] + F.coalesce(over_fair(cell) ** 2, F.lit(0.0))).alias("sum_x2"),
+            (state["fair_gap"] + F.abs(cell["usage"] - cell["fair"])).alias("fair_gap"),
+        )
+
+    folded = cells.select(
         GROUP_KEY,
         *GROUP_ROUND,
         "t_s",
         F.size("cells").alias("brokers"),
         "quota",
         *_SUMMED,
-        count(lambda cell: over_fair(cell).isNotNull()).alias("fair_share_brokers"),
-        count(lambda cell: (cell["fair"] > 0) & (cell["usage"] < STARVED_BELOW * cell["fair"])).alias(
-            "starved_brokers"
-        ),
-        x_sum.alias("sum_x"),
-        x2_sum.alias("sum_x2"),
-        fair_gap.alias("fair_gap"),
+        F.aggregate("cells", start, step).alias("folded"),
         *keep,
+    )
+    counts = [  # never null, as the sizes of the filtered arrays they replace were not
+        F.coalesce(F.col("folded")[name], F.lit(0)).alias(name) for name in ("fair_share_brokers", "starved_brokers")
+    ]
+    totals = folded.select(
+        "*", *counts, *(F.col("folded")[name].alias(name) for name in ("sum_x", "sum_x2", "fair_gap"))
     )
     Q, U, D = F.col("quota"), F.col("usage"), F.col("demand")
     limited = F.col("quota") < math.inf

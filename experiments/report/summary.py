@@ -73,14 +73,15 @@ def collect_results(
     progress: Callable[[str], None] | None = None,
     partitions: int | None = None,
 ) -> Results:
-    """Run the metric jobs: the full tables written to `tables_dir` as Parquet by Spark (`PARQUET_TABLES`),
-    then one collect of the small results with the `extra` frames (figures' tables): the scores, the
-    distributions and the details of the groups the page shows, selected in Spark (`groups.shown_groups`).
+    """Run the metric jobs: the full tables written to `tables_dir` as Parquet by Spark (`PARQUET_TABLES`) by
+    a second thread, while this one collects the small results with the `extra` frames (figures' tables,
+    `collect_tables`): the scores, the distributions and the details of the groups the page shows, selected in
+    Spark (`groups.shown_groups`).
 
-    The one aggregation of the `rounds` rows (`metrics.round_cells`, with the quota telemetry's) runs in the
-    first write, and its per-round table stays cached for the rest; the per-event and per-group tables are
-    cached too (the page's selection and the scores read them again). `partitions`: how many the `rounds` rows
-    are shuffled into (`metrics.round_cells`).
+    The one aggregation of the `rounds` rows (`metrics.round_cells`, with the quota telemetry's) runs first, and
+    its per-round table stays cached for the rest; the per-event and per-group tables are cached too (the
+    page's selection and the scores read them again). `partitions`: how many the `rounds` rows are shuffled
+    into (`metrics.round_cells`).
     """
     say = progress or (lambda text: None)
     cells = metrics.round_cells(runs.rounds, quota_section.round_aggregates(), partitions)
@@ -89,13 +90,14 @@ def collect_results(
     writer: ThreadPoolExecutor | None = None
     try:
         say("the per-round table (the water-filling over every round of every group)")
-        _write(per_round.select(*PER_ROUND_COLUMNS), tables_dir / "per_round")
+        per_round.count()  # cached: the jobs that follow read it, its write with them
         convergence = metrics.convergence(per_round, runs.events).persist()
         by_group = groups.group_table(per_round, convergence).persist()
         by_reason = quota_section.throttled_by_reason(runs.throttles).persist()  # the shown groups' read it again
         cached += [convergence, by_group, by_reason]
-        say("the per-group tables, and the scores, the distributions and the shown groups' details")
-        per_group_tables = {
+        say("the full tables, and the scores, the distributions and the shown groups' details")
+        full_tables = {
+            "per_round": per_round.select(*PER_ROUND_COLUMNS),
             "convergence": convergence,
             "groups": by_group,
             "quota_telemetry": quota_section.group_summary(per_round),
@@ -105,7 +107,7 @@ def collect_results(
         # both cores busy through each other's single-task stages and the driver's planning (one after the
         # other, the cores waited on the driver between each of the two dozen small jobs).
         writer = ThreadPoolExecutor(max_workers=1)
-        written = writer.submit(_write_each, per_group_tables, tables_dir)
+        written = writer.submit(_write_each, full_tables, tables_dir)
         per_bandwidth_round = metrics.bandwidth_per_round(runs.messages)
         per_broker = metrics.bandwidth_per_broker(runs.messages)
         # The page's selection stays in Spark: its keys join the cached tables in the same collect as the

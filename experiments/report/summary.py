@@ -110,8 +110,8 @@ def collect_results(
         written = writer.submit(_write_each, full_tables, tables_dir)
         per_bandwidth_round = metrics.bandwidth_per_round(runs.messages)
         per_broker = metrics.bandwidth_per_broker(runs.messages)
-        # The page's selection stays in Spark: its keys join the cached tables in the same collect as the
-        # scores (a collect of the keys first, then a second of the details, cost a round of jobs and a wait).
+        # The page's selection stays in Spark: its keys join the cached tables in the details' queries, in
+        # flight with the scores' (a collect of the keys first, then of the details, cost a round of jobs).
         # Cached: six of the collect's tables join it, and each would rank every group again.
         shown = groups.shown_groups(by_group).persist()
         cached.append(shown)

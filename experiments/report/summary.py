@@ -96,12 +96,14 @@ def collect_results(
         by_reason = quota_section.throttled_by_reason(runs.throttles).persist()  # the shown groups' read it again
         cached += [convergence, by_group, by_reason]
         say("the full tables, and the scores, the distributions and the shown groups' details")
+        # In the order they are written: first the two most of the collects wait for (cached as they are
+        # written), then the `throttles` rows' aggregation by group (the longest of the rest), then the others.
         full_tables = {
-            "per_round": per_round.select(*PER_ROUND_COLUMNS),
             "convergence": convergence,
             "groups": by_group,
-            "quota_telemetry": quota_section.group_summary(per_round),
             "throttled_by_reason": by_reason,
+            "quota_telemetry": quota_section.group_summary(per_round),
+            "per_round": per_round.select(*PER_ROUND_COLUMNS),
         }
         # Written by a second thread while this one plans and runs the collect: two Spark jobs at a time keep
         # both cores busy through each other's single-task stages and the driver's planning (one after the

@@ -254,10 +254,8 @@ def group_events(events: DataFrame, groups: DataFrame) -> DataFrame:
 
 
 def convergence(group_rounds: DataFrame, events: DataFrame) -> DataFrame:
-    """Per run, group, dimension and event: `rounds_to_converge` (null: never settled after it). `group_rounds`
-    without its `GROUP_KEY` (a table not from `group_rounds`) gets it."""
-    if GROUP_KEY not in group_rounds.columns:
-        group_rounds = group_rounds.withColumn(GROUP_KEY, group_key())
+    """Per run, group, dimension and event: `rounds_to_converge` (null: never settled after it), from the table of
+    `group_rounds` (with its `GROUP_KEY`)."""
     Q, U, target, jain = F.col("quota"), F.col("usage"), F.col("target"), F.col("jain")
     limited = F.col("quota") < math.inf
     tolerance = F.when(limited, TARGET_TOLERANCE * Q).otherwise(TARGET_TOLERANCE * target)

@@ -183,7 +183,7 @@ def series(group: str, pattern: str, quota: float = 100.0) -> list[tuple]:
 
 def converge(spark, rows, events):
     """{(group, event round, kind): rounds_to_converge}."""
-    group_rounds = spark.createDataFrame(rows, GROUP_ROUNDS_SCHEMA)
+    group_rounds = spark.createDataFrame(rows, GROUP_ROUNDS_SCHEMA).withColumn(metrics.GROUP_KEY, metrics.group_key())
     result = metrics.convergence(group_rounds, events_frame(spark, events))
     return {(row["group"], row["round"], row["kind"]): row["rounds_to_converge"] for row in result.collect()}
 

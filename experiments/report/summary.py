@@ -90,6 +90,7 @@ def collect_results(
     writer: ThreadPoolExecutor | None = None
     try:
         say("the per-round table (the water-filling over every round of every group)")
+        per_round.sparkSession.sparkContext.setJobDescription("the per-round table")
         per_round.count()  # cached: the jobs that follow read it, its write with them
         convergence = metrics.convergence(per_round, runs.events).persist()
         by_group = groups.group_table(per_round, convergence).persist()
@@ -177,6 +178,7 @@ QUOTA_TABLES = ("groups", "reasons", "per_round", "throttled_per_round", "timing
 def _write_each(frames: Mapping[str, DataFrame], tables_dir: Path) -> None:
     """Each frame written as `tables_dir`/name.parquet (`_write`), one after the other."""
     for name, frame in frames.items():
+        frame.sparkSession.sparkContext.setJobDescription(f"write {name}")
         _write(frame, tables_dir / name)
 
 
@@ -201,12 +203,13 @@ def collect_tables(frames: Frames) -> dict[str, pd.DataFrame]:
     quoted string (`"Infinity"`); the float columns read it back as the number.
     """
 
-    def collected(frame: DataFrame) -> list[dict[str, Any]]:
+    def collected(name: str, frame: DataFrame) -> list[dict[str, Any]]:
+        frame.sparkSession.sparkContext.setJobDescription(f"collect {name}")  # this thread's jobs, named in Spark's UI
         as_json = frame.select(F.to_json(F.struct(*map(F.col, frame.columns))).alias("row"))
         return [json.loads(row) for (row,) in as_json.collect()]
 
     with ThreadPoolExecutor(max_workers=COLLECT_THREADS) as pool:
-        rows = dict(zip(frames, pool.map(collected, [frame for frame, _ in frames.values()]), strict=True))
+        rows = dict(zip(frames, pool.map(collected, frames, [frame for frame, _ in frames.values()]), strict=True))
     return {
         name: _typed(pd.DataFrame.from_records(rows[name], columns=frame.columns), frame.schema, order)
         for name, (frame, order) in frames.items()

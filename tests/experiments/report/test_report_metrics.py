@@ -27,9 +27,11 @@ def group_rounds_of(spark, rows):
 
 
 def broker_rounds(spark, rows):
-    """Each broker's cell of each round (`round_cells`' arrays, one row each), with its round's keys."""
+    """Each broker's cell of each round (`round_cells`' arrays, one row each), with its round's keys and its fair
+    share `fair`."""
     cells = metrics.round_cells(rounds_frame(spark, rows))
-    return cells.select(*metrics.GROUP_ROUND, F.inline("cells"))
+    each = cells.select(*metrics.GROUP_ROUND, metrics.FAIR_LEVEL, F.inline("cells"))
+    return each.withColumn("fair", metrics.fair_share(F.col("demand")))
 
 
 def test_water_filling_gives_the_max_min_fair_split_round_by_round(spark):

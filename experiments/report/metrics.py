@@ -269,9 +269,9 @@ def group_events(events: DataFrame, groups: DataFrame) -> DataFrame:
     )
 
 
-def convergence(group_rounds: DataFrame, events: DataFrame) -> DataFrame:
+def convergence(group_rounds: DataFrame, events: DataFrame, partitions: int | None = None) -> DataFrame:
     """Per run, group, dimension and event: `rounds_to_converge` (null: never settled after it), from the table of
-    `group_rounds` (with its `GROUP_KEY`)."""
+    `group_rounds` (with its `GROUP_KEY`, in the `partitions` `round_cells` shuffled it into)."""
     Q, U, target, jain = F.col("quota"), F.col("usage"), F.col("target"), F.col("jain")
     limited = F.col("quota") < math.inf
     tolerance = F.when(limited, TARGET_TOLERANCE * Q).otherwise(TARGET_TOLERANCE * target)
@@ -292,6 +292,9 @@ def convergence(group_rounds: DataFrame, events: DataFrame) -> DataFrame:
     markers = group_events(events, group_rounds.select(*GROUP)).select(
         group_key().alias(GROUP_KEY), *GROUP_ROUND, F.lit(None).cast("int").alias("settled_from"), "kind", "target"
     )
+    # The events partitioned as the rounds are: the union keeps that partitioning (`spark.sql.
+    # unionOutputPartitioning`), and only the few event rows are shuffled, not every round again.
+    markers = markers.repartition(partitions, GROUP_KEY) if partitions else markers.repartition(GROUP_KEY)
     from_here_on = by_round.rangeBetween(0, W.unboundedFollowing)
     is_event = F.col("kind").isNotNull()
     return (

@@ -92,7 +92,7 @@ def collect_results(
         say("the per-round table (the water-filling over every round of every group)")
         per_round.sparkSession.sparkContext.setJobDescription("the per-round table")
         per_round.count()  # cached: the jobs that follow read it, its write with them
-        convergence = metrics.convergence(per_round, runs.events).persist()
+        convergence = metrics.convergence(per_round, runs.events, partitions).persist()
         by_group = groups.group_table(per_round, convergence).persist()
         by_reason = quota_section.throttled_by_reason(runs.throttles).persist()  # the shown groups' read it again
         cached += [convergence, by_group, by_reason]

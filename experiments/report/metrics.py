@@ -214,10 +214,13 @@ def group_rounds(cells: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
     limited = F.col("quota") < math.inf
     own_share = F.when(D > 0, F.least(F.lit(1.0), Q / D)).otherwise(1.0)  # of the demand, this quota admits
     # the tightest dimension's, over the partitioning and order `round_cells` left (no shuffle, no sort)
-    group_share = F.min(own_share).over(W.partitionBy(ROUND_KEY, GROUP_KEY, "run_id", "group", "round"))
+    with_share = totals.withColumn(
+        "group_share", F.min(own_share).over(W.partitionBy(ROUND_KEY, GROUP_KEY, "run_id", "group", "round"))
+    )  # a column, computed once: each use of the window expression would be a window function of its own
+    group_share = F.col("group_share")
     target = F.when(group_share < own_share, D * group_share).otherwise(F.least(Q, D))
     over_quota = limited & (U > (1 + OVER_QUOTA_TOLERANCE) * Q)
-    return totals.select(
+    return with_share.select(
         *GROUP_ROUND,
         "t_s",
         "brokers",

@@ -36,8 +36,13 @@ DRIVER_JAVA_OPTIONS = (
 # Past a million `rounds` rows the work outweighs the start: C2 compiles the hot loops (the sort, the
 # water-filling's array functions, which Spark interprets per element) and pays for its threads. Measured on
 # PIP-82's 7.5 million rows (a 15-round `scale-pip82` run, the same code, same load): the report 95.8 s with C1
-# only, 74.5 s with C1 then C2; its per-round stage 45 s against 25 s.
-LARGE_DRIVER_JAVA_OPTIONS = DRIVER_JAVA_OPTIONS.replace("-XX:TieredStopAtLevel=1 ", "")
+# only, 74.5 s with C1 then C2; its per-round stage 45 s against 25 s. C2 compiles only the hottest code, the
+# loops over every row (thresholds 30 times the defaults): with the defaults its thread took 25 s of CPU from the
+# two cores, with these 12 s, while the tasks took 2-5 s more (all the report's processes: 117 -> 106 s of CPU;
+# at 100 times the defaults the tasks slowed more than C2 saved, 125 s). A million rows stay faster with C1 only.
+LARGE_DRIVER_JAVA_OPTIONS = DRIVER_JAVA_OPTIONS.replace("-XX:TieredStopAtLevel=1 ", "") + (
+    " -XX:Tier4InvocationThreshold=150000 -XX:Tier4CompileThreshold=200000 -XX:Tier4BackEdgeThreshold=1000000"
+)
 C1_ONLY_UP_TO_ROWS = 1_000_000
 SHUFFLE_PARTITIONS = 4  # the session's; the `rounds` rows' shuffle takes more for more rows (`rounds_partitions`)
 ROWS_PER_SHUFFLE_PARTITION = 1_000_000  # `rounds` rows: a partition's sort of them fits the driver's memory

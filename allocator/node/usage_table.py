@@ -403,13 +403,12 @@ class UsageTable:
         return slots[pair_of]
 
     def _widen(self, n_slots: int) -> None:
-        """Make room for `n_slots` slots per row, doubling the width as needed (amortised growth)."""
-        width = self.slot_broker.shape[1]
-        if n_slots <= width:
+        """Make room for `n_slots` slots per row, exactly: the slots in use are then the whole width, and the [G, K]
+        slices a round reads (`view`) are contiguous, which numpy walks in one loop instead of one per row (~10x
+        faster at 5 slots a row). A table widens once per slot it ever needs, a handful of times."""
+        extra = n_slots - self.slot_broker.shape[1]
+        if extra <= 0:
             return
-        while width < n_slots:
-            width *= 2
-        extra = width - self.slot_broker.shape[1]
 
         def widen(array: np.ndarray, fill: float | bool) -> np.ndarray:
             pad_shape = (array.shape[0], extra, *array.shape[2:])

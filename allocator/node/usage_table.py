@@ -160,6 +160,9 @@ class UsageTable:
         by more than `NEWS_CHANGE` (a copy of a change already heard, or a forced report of the same rates, is none).
         """
         self._received_s = now_s
+        if not len(batch):  # a round with no report (most rounds of a steady cluster): nothing to check or write
+            self.news = np.zeros(0, dtype=bool)
+            return []
         sent_s = np.array(batch.sent_at_ms, dtype=np.float64) / 1000.0
         too_old = sent_s < now_s - self.rules.max_report_age_s
         too_new = sent_s > now_s + self.rules.max_clock_skew_s

@@ -229,9 +229,11 @@ class BrokerNode:
         broker `names[brokers[i]]` serves group `group_ids[i]` if `serving[i]`); `acknowledged`: every live broker
         has read this broker's own latest change (the groups it started serving)."""
         self.roster_acknowledged = acknowledged
-        listed_before = self.table.listed_brokers()
+        changes = len(group_ids) > 0  # none: nobody listed anew (most rounds of a steady cluster)
+        listed_before = self.table.listed_brokers() if changes else None
         self.table.update_roster(group_ids, brokers, serving, names)
-        self._hooks.heard_newcomers(np.flatnonzero(self.table.listed_brokers() > listed_before))
+        if changes:
+            self._hooks.heard_newcomers(np.flatnonzero(self.table.listed_brokers() > listed_before))
 
     def cleanup(self, now_s: float, dead: Iterable[tuple[str, int]] = ()) -> int:
         """Drop the brokers the registry declared dead, expire silent entries, mark those silent for a forced-report

@@ -205,6 +205,8 @@ class UsageTable:
         whose reports of its stop and of its return were both lost, was counted at what it used before it left,
         and fair-share-safe's incumbents kept their shares while it took its own: 119.5% of the quota)."""
         self.has_roster = True
+        if not len(group_ids):
+            return
         rows, known = self.local_rows(np.asarray(group_ids, dtype=np.int64))
         codes, code_of = np.unique(np.asarray(brokers, dtype=np.int64), return_inverse=True)
         index = np.array([self._broker_index(names[code]) for code in codes.tolist()], dtype=np.int64)[code_of]

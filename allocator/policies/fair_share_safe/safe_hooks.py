@@ -173,4 +173,4 @@ def fair_shares(pool: np.ndarray, view: PeerView, d: int) -> tuple[np.ndarray, n
     wants = np.where(view.present, wants, 0.0)
     if unheard.any():
         np.copyto(wants, np.where(np.isfinite(pool), pool, 0.0)[:, None], where=unheard)
-    return wants, max_min_fair(pool, wants)  # wants are 0 wherever not `present`: no mask to apply
+    return wants, max_min_fair(pool, wants)  # 0 for a broker neither heard nor listed: no mask to apply

@@ -201,8 +201,9 @@ class BrokerNode:
         by a later one in the batch (on timers, two rounds' reports of a peer often arrive together)."""
         payloads, copies = self.relay.unmark(list(payloads))
         batch, n_rejected, positions = self.reader.decode(payloads, now_s, issued)
-        view_before = self.table.view_brokers()
-        heard_before = self.table.last_heard_s()
+        merging = len(batch) > 0  # an empty batch changes no entry: nothing heard, nobody new (most rounds at scale)
+        view_before = self.table.view_brokers() if merging else None
+        heard_before = self.table.last_heard_s() if merging else None
         outcomes = self.table.merge_many(batch, now_s)
         accepted = np.array([outcome is Merge.ACCEPTED for outcome in outcomes], bool)
         received = np.array([outcome in (Merge.ACCEPTED, Merge.SUPERSEDED) for outcome in outcomes], bool)
@@ -211,8 +212,9 @@ class BrokerNode:
         if self.relay.enabled:
             relayers, relays = self._hooks.news_relays(self.loss_meter.chance_all_lost)
             self.relay.note(batch, accepted, [payloads[p] for p in positions], self.table, relayers, relays)
-        self._heard |= self.table.last_heard_s() != heard_before
-        self._hooks.heard_newcomers(np.flatnonzero(self.table.view_brokers() > view_before))
+        if merging:
+            self._heard |= self.table.last_heard_s() != heard_before
+            self._hooks.heard_newcomers(np.flatnonzero(self.table.view_brokers() > view_before))
         return Inbox(accepted=int(accepted.sum()), rejected=n_rejected, discarded=len(batch) - int(accepted.sum()))
 
     def update_roster(
@@ -227,9 +229,11 @@ class BrokerNode:
         broker `names[brokers[i]]` serves group `group_ids[i]` if `serving[i]`); `acknowledged`: every live broker
         has read this broker's own latest change (the groups it started serving)."""
         self.roster_acknowledged = acknowledged
-        listed_before = self.table.listed_brokers()
+        changes = len(group_ids) > 0  # none: nobody listed anew (most rounds of a steady cluster)
+        listed_before = self.table.listed_brokers() if changes else None
         self.table.update_roster(group_ids, brokers, serving, names)
-        self._hooks.heard_newcomers(np.flatnonzero(self.table.listed_brokers() > listed_before))
+        if changes:
+            self._hooks.heard_newcomers(np.flatnonzero(self.table.listed_brokers() > listed_before))
 
     def cleanup(self, now_s: float, dead: Iterable[tuple[str, int]] = ()) -> int:
         """Drop the brokers the registry declared dead, expire silent entries, mark those silent for a forced-report

@@ -253,7 +253,7 @@ def test_slots_follow_the_brokers_of_each_group_not_the_brokers_of_the_cluster()
         shared = [(2 * broker) % 50, (2 * broker + 1) % 50]
         table.merge(report(f"b{broker}", 1, shared, [[1.0, 1.0]] * 2), now_s=100.0)
     assert table.n_brokers == 101 and len(table.entries()) == 200
-    assert table.n_slots == 5 and table.usage.shape[:2] == table.present.shape == (50, 8)  # 5, doubled from 1
+    assert table.n_slots == 5 and table.usage.shape[:2] == table.present.shape == (50, 5)  # exactly the slots used
     np.testing.assert_array_equal(table.view_brokers(), np.full(50, 4))
 
 

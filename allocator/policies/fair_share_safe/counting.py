@@ -122,7 +122,8 @@ class PeerMemory:
         excess_rounds += 1
         excess_rounds *= heard & beyond
         believed_for = np.where(never_within, 1, excess_for_rounds)
-        could_hold = within_usage + room_left[:, None]
+        # only compared with the usage, so adding a room of 0 (no loss) is skipped: same result, one [G, K] pass less
+        could_hold = within_usage + room_left[:, None] if room_left.any() else within_usage
         believed = np.where(usage <= could_hold, usage, np.maximum(fair_share, within_usage))
         known_to_hold = np.where(excess_rounds > believed_for, fair_share, believed)
         counted = np.minimum(usage, known_to_hold, out=known_to_hold)

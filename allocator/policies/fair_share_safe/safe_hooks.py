@@ -171,8 +171,6 @@ def fair_shares(pool: np.ndarray, view: PeerView, d: int) -> tuple[np.ndarray, n
     unheard = view.listed & ~view.present
     wants = view.usage[:, :, d] if view.demand is None else view.demand[:, :, d]
     wants = np.where(view.present, wants, 0.0)
-    present = view.present
     if unheard.any():
         np.copyto(wants, np.where(np.isfinite(pool), pool, 0.0)[:, None], where=unheard)
-        present = present | unheard
-    return wants, max_min_fair(pool, wants, present)
+    return wants, max_min_fair(pool, wants)  # 0 for a broker neither heard nor listed: no mask to apply

@@ -230,19 +230,33 @@ spark.stop()
 
 
 def measured(command: list[str], cwd: Path) -> dict[str, float]:
-    """Wall seconds of `command` in a fresh process, and the peak RSS (GiB) of it and of its JVM, sampled."""
+    """Wall seconds of `command` in a fresh process; the peak RSS (GiB) of it and of its JVM, and the CPU seconds
+    of all its processes (the last sample of each, every 0.2 s: a process's last 0.2 s are missed), sampled. On
+    a machine another job loads, the CPU seconds of the report and of the peer still compare."""
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     peaks = {"driver_rss_gib": 0.0, "jvm_rss_gib": 0.0}
+    cpu_s_by_pid: dict[int, float] = {}
     while process.poll() is None:
         for pid in [process.pid, *descendants(process.pid)]:
             key = "driver_rss_gib" if pid == process.pid else "jvm_rss_gib"
             peaks[key] = max(peaks[key], _rss_gib(pid))
+            cpu_s_by_pid[pid] = max(cpu_s_by_pid.get(pid, 0.0), _cpu_s(pid))
         time.sleep(0.2)
     wall_s = time.perf_counter() - start
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed: {process.stderr.read()[-2000:]}")
-    return {"wall_s": wall_s, **peaks}
+    return {"wall_s": wall_s, "cpu_s": sum(cpu_s_by_pid.values()), **peaks}
+
+
+def _cpu_s(pid: int) -> float:
+    """User and system CPU seconds `pid` has used (from /proc), 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _rss_gib(pid: int) -> float:
@@ -319,21 +333,29 @@ def run(repeat: int = 1, workloads: list[str] | None = None, master: str = MASTE
                 peer = [sys.executable, str(peer_script), master, str(scratch / f"{name}-peer-{attempt}"), *parts]
                 samples["peer"].append(measured(peer, ROOT))
                 took = {label: values[-1]["wall_s"] for label, values in samples.items()}
-                print(f"{name}: report {took['report']:.1f} s, peer {took['peer']:.1f} s", flush=True)
+                cpu = {label: values[-1]["cpu_s"] for label, values in samples.items()}
+                print(f"{name}: report {took['report']:.1f} s ({cpu['report']:.0f} s CPU), peer {took['peer']:.1f} s "
+                      f"({cpu['peer']:.0f} s CPU)", flush=True)  # fmt: skip
             report_s = statistics.median(sample["wall_s"] for sample in samples["report"])
             peer_s = statistics.median(sample["wall_s"] for sample in samples["peer"])
+            report_cpu_s = statistics.median(sample["cpu_s"] for sample in samples["report"])
+            peer_cpu_s = statistics.median(sample["cpu_s"] for sample in samples["peer"])
             result["workloads"][name] = {
                 **shape,
                 "rounds_rows": rows,
                 "report_s": round(report_s, 2),
                 "peer_s": round(peer_s, 2),
                 "report_over_peer": round(report_s / peer_s, 2),
+                "report_cpu_s": round(report_cpu_s, 1),
+                "peer_cpu_s": round(peer_cpu_s, 1),
+                "report_over_peer_cpu": round(report_cpu_s / peer_cpu_s, 2),
                 "report_seconds_per_million_rows": round(report_s / (rows / 1e6), 2),
                 "driver_rss_gib": round(max(sample["driver_rss_gib"] for sample in samples["report"]), 3),
                 "jvm_rss_gib": round(max(sample["jvm_rss_gib"] for sample in samples["report"]), 3),
                 "report_html_mb": round(max(sample["report_html_mb"] for sample in samples["report"]), 3),
                 "summary_json_mb": round(max(sample["summary_json_mb"] for sample in samples["report"]), 3),
                 "all_s": {label: [round(s["wall_s"], 2) for s in values] for label, values in samples.items()},
+                "all_cpu_s": {label: [round(s["cpu_s"], 1) for s in values] for label, values in samples.items()},
             }
     if {"pip82", "pip82_50"} <= result["workloads"].keys():
         result["growth"] = growth(result["workloads"])
@@ -349,9 +371,10 @@ def run(repeat: int = 1, workloads: list[str] | None = None, master: str = MASTE
         print(
             f"{name} ({measured_['rounds_rows']:,} rounds rows): report {measured_['report_s']:.1f} s, plain Spark "
             f"job {measured_['peer_s']:.1f} s: {measured_['report_over_peer']}x (target <= "
-            f"{TARGETS['report_over_peer']}x); driver RSS {measured_['driver_rss_gib']:.2f} GiB, JVM "
-            f"{measured_['jvm_rss_gib']:.2f} GiB; report.html {measured_['report_html_mb']:.2f} MB, summary.json "
-            f"{measured_['summary_json_mb']:.2f} MB"
+            f"{TARGETS['report_over_peer']}x; CPU {measured_['report_cpu_s']:.0f} s against "
+            f"{measured_['peer_cpu_s']:.0f} s: {measured_['report_over_peer_cpu']}x); driver RSS "
+            f"{measured_['driver_rss_gib']:.2f} GiB, JVM {measured_['jvm_rss_gib']:.2f} GiB; report.html "
+            f"{measured_['report_html_mb']:.2f} MB, summary.json {measured_['summary_json_mb']:.2f} MB"
         )
     if "growth" in result:
         print(

@@ -257,12 +257,17 @@ def _report_rows(data: dict[str, Any]) -> list[Row]:
     targets = data["targets"]
     rows = []
     for name, measured in data["workloads"].items():
+        cpu = (  # recorded since the CPU seconds were (a cluster's results may be older)
+            f"; CPU {measured['report_cpu_s']:.0f} s, {measured['report_over_peer_cpu']:.2f}x the plain job's"
+            if "report_cpu_s" in measured
+            else ""
+        )
         rows.append(
             (
                 f"`quotalab report`, {measured['runs']} run(s), {measured['rounds_rows']:,} rounds rows, "
                 f"{data['master']}, JVM start included (`bench_report.py`, {name})",
                 f"{measured['report_s']:.1f} s, {measured['report_over_peer']:.2f}x a plain Spark job over the rows "
-                f"({measured['peer_s']:.1f} s in the same run); driver RSS {measured['driver_rss_gib']:.2f} GiB "
+                f"({measured['peer_s']:.1f} s in the same run){cpu}; driver RSS {measured['driver_rss_gib']:.2f} GiB "
                 f"(JVM {measured['jvm_rss_gib']:.2f}); report.html {measured['report_html_mb']:.2f} MB, summary.json "
                 f"{measured['summary_json_mb']:.2f} MB",
                 f"<= {targets['report_over_peer']:g}x; <= {targets['driver_rss_gib']:g} GiB; <= "

@@ -84,6 +84,33 @@ def test_the_fair_reference_is_the_allocators_water_filling_on_random_rounds(spa
     assert {key: row["fair"] for key, row in fair.items()} == pytest.approx(expected, rel=1e-12, abs=1e-9)
 
 
+def test_rounds_that_share_the_sort_keys_low_bits_stay_apart(spark):
+    """Rounds 3 and 3 + 2**ROUND_BITS give the same `ROUND_KEY` (the round wraps around in its low bits): each
+    is still its own round, with its own sums and fair split, as are the rounds around them."""
+    wrapped = 3 + 2**metrics.ROUND_BITS
+    rows = [
+        rounds_row(3, "a", usage=10, demand=80),
+        rounds_row(3, "b", usage=20, demand=10),
+        rounds_row(wrapped, "a", usage=40, demand=30),
+        rounds_row(wrapped, "b", usage=50, demand=90),
+        rounds_row(wrapped + 1, "a", usage=1, demand=1),
+    ]
+    per_round = by_key(group_rounds_of(spark, rows), "round")
+    assert {r: (row["usage"], row["demand"], row["brokers"]) for (r,), row in per_round.items()} == {
+        3: (30.0, 90.0, 2),
+        wrapped: (90.0, 120.0, 2),
+        wrapped + 1: (1.0, 1.0, 1),
+    }
+    fair = by_key(broker_rounds(spark, rows), "round", "broker")
+    assert {key: row["fair"] for key, row in fair.items()} == {
+        (3, "a"): 80.0,  # Q = 100 over 80/10: 80 and 10 (both fit below the level)
+        (3, "b"): 10.0,
+        (wrapped, "a"): 30.0,  # over 30/90: 30 and 70
+        (wrapped, "b"): 70.0,
+        (wrapped + 1, "a"): 1.0,
+    }
+
+
 def test_a_duplicated_row_is_summed_not_an_error(spark):
     rows = [rounds_row(0, "a", usage=10, demand=30), rounds_row(0, "a", usage=10, demand=30)]
     [row] = broker_rounds(spark, rows).collect()

@@ -232,7 +232,8 @@ spark.stop()
 def measured(command: list[str], cwd: Path) -> dict[str, float]:
     """Wall seconds of `command` in a fresh process; the peak RSS (GiB) of it and of its JVM, and the CPU seconds
     of all its processes (the last sample of each, every 0.2 s: a process's last 0.2 s are missed), sampled. On
-    a machine another job loads, the CPU seconds of the report and of the peer still compare."""
+    a machine another job loads, the CPU seconds of the report and of the peer still compare. On a cluster the
+    executors are the cluster's processes, not the command's: the CPU seconds are the driver's only."""
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     peaks = {"driver_rss_gib": 0.0, "jvm_rss_gib": 0.0}

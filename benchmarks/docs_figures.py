@@ -257,9 +257,9 @@ def _report_rows(data: dict[str, Any]) -> list[Row]:
     targets = data["targets"]
     rows = []
     for name, measured in data["workloads"].items():
-        cpu = (  # recorded since the CPU seconds were (a cluster's results may be older)
+        cpu = (  # local only: on a cluster the executors' processes are not the command's, their CPU is not counted
             f"; CPU {measured['report_cpu_s']:.0f} s, {measured['report_over_peer_cpu']:.2f}x the plain job's"
-            if "report_cpu_s" in measured
+            if "report_cpu_s" in measured and data["master"].startswith("local")
             else ""
         )
         rows.append(

@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from allocator.policies.waterfill import max_min_fair
-from benchmarks.common import ROOT, command_line, descendants, loadavg_1m, results_path, save_results
+from benchmarks.common import ROOT, command_line, cpu_s, descendants, loadavg_1m, results_path, save_results
 
 RESULTS = results_path("report")
 CLUSTER_RESULTS = results_path("report-cluster")  # with --master other than MASTER
@@ -242,22 +242,12 @@ def measured(command: list[str], cwd: Path) -> dict[str, float]:
         for pid in [process.pid, *descendants(process.pid)]:
             key = "driver_rss_gib" if pid == process.pid else "jvm_rss_gib"
             peaks[key] = max(peaks[key], _rss_gib(pid))
-            cpu_s_by_pid[pid] = max(cpu_s_by_pid.get(pid, 0.0), _cpu_s(pid))
+            cpu_s_by_pid[pid] = max(cpu_s_by_pid.get(pid, 0.0), cpu_s(pid))
         time.sleep(0.2)
     wall_s = time.perf_counter() - start
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed: {process.stderr.read()[-2000:]}")
     return {"wall_s": wall_s, "cpu_s": sum(cpu_s_by_pid.values()), **peaks}
-
-
-def _cpu_s(pid: int) -> float:
-    """User and system CPU seconds `pid` has used (from /proc), 0 once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _rss_gib(pid: int) -> float:

@@ -40,18 +40,28 @@ def results_path(name: str, folder: str = "benchmarks") -> Path:
     return ROOT / folder / "results" / f"{name}.json"
 
 
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/`pid`/stat after the command's name (state, parent, ...), None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def cpu_s(pid: int) -> float:
+    """User and system CPU seconds `pid` has used (from /proc), 0 once it is gone."""
+    fields = _stat_fields(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else 0.0
+
+
 def descendants(pid: int) -> list[int]:
     """Every process below `pid` (from /proc), e.g. the Ray processes a driver started."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
+        fields = _stat_fields(int(entry)) if entry.isdigit() else None
+        if fields:
+            children.setdefault(int(fields[1]), []).append(int(entry))
     found, todo = [], [pid]
     while todo:
         for child in children.get(todo.pop(), []):

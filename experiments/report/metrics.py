@@ -97,7 +97,7 @@ def round_cells(
         ROUND_KEY, F.col(GROUP_KEY).bitwiseAND(F.lit(~mask)).bitwiseOR(F.col("round").cast("long").bitwiseAND(mask))
     )
     rows = (
-        (keyed.repartition(partitions, GROUP_KEY) if partitions else keyed.repartition(GROUP_KEY))
+        by_group(keyed, partitions)
         .sortWithinPartitions(*in_order, "broker")
         .groupBy(*in_order)
         .agg(
@@ -120,6 +120,12 @@ def round_cells(
     return with_fair_share(
         rows.select(*(name for name in rows.columns if name != "broker_rows"), unique.alias("cells"))
     )
+
+
+def by_group(frame: DataFrame, partitions: int | None) -> DataFrame:
+    """`frame` (with its `GROUP_KEY`) hash-partitioned by it into `partitions` (default: the session's shuffle
+    partitions), the partitioning every table by group shares."""
+    return frame.repartition(partitions, GROUP_KEY) if partitions else frame.repartition(GROUP_KEY)
 
 
 def _array_sum(cells: Column | str, name: str) -> Column:
@@ -297,7 +303,7 @@ def convergence(group_rounds: DataFrame, events: DataFrame, partitions: int | No
     )
     # The events partitioned as the rounds are: the union keeps that partitioning (`spark.sql.
     # unionOutputPartitioning`), and only the few event rows are shuffled, not every round again.
-    markers = markers.repartition(partitions, GROUP_KEY) if partitions else markers.repartition(GROUP_KEY)
+    markers = by_group(markers, partitions)
     from_here_on = by_round.rangeBetween(0, W.unboundedFollowing)
     is_event = F.col("kind").isNotNull()
     return (

@@ -74,45 +74,60 @@ def collect_results(
     partitions: int | None = None,
 ) -> Results:
     """Run the metric jobs: the full tables written to `tables_dir` as Parquet by Spark (`PARQUET_TABLES`) by
-    a second thread, while this one collects the small results with the `extra` frames (figures' tables,
-    `collect_tables`): the scores, the distributions and the details of the groups the page shows, selected in
-    Spark (`groups.shown_groups`).
+    a second thread, while this one collects the small results (`collect_tables`): the scores, the
+    distributions and the details of the groups the page shows, selected in Spark (`groups.shown_groups`).
 
     The one aggregation of the `rounds` rows (`metrics.round_cells`, with the quota telemetry's) runs first, and
     its per-round table stays cached for the rest; the per-event and per-group tables are cached too (the
-    page's selection and the scores read them again). `partitions`: how many the `rounds` rows are shuffled
-    into (`metrics.round_cells`).
+    page's selection and the scores read them again). What needs none of them (the `throttles` rows by reason,
+    the bandwidth, the events, the `extra` frames: figures' tables of the raw rows) runs alongside it.
+    `partitions`: how many the `rounds` rows are shuffled into (`metrics.round_cells`).
     """
     say = progress or (lambda text: None)
     cells = metrics.round_cells(runs.rounds, quota_section.round_aggregates(), partitions)
     per_round = metrics.group_rounds(cells, keep=quota_section.ROUND_COLUMNS).persist()
-    cached = [per_round]
-    writer: ThreadPoolExecutor | None = None
+    by_reason = quota_section.throttled_by_reason(runs.throttles).persist()  # the shown groups' read it again
+    cached = [per_round, by_reason]
+    per_bandwidth_round = metrics.bandwidth_per_round(runs.messages)
+    per_broker = metrics.bandwidth_per_broker(runs.messages)
+    # The tables of the raw rows alone, in flight while the per-round table is computed: Spark runs a job's tasks
+    # in the order the jobs came, so these take only the cores the per-round stage leaves idle (its last tasks,
+    # the driver's planning between its stages), and their own fixed costs (planning, small stages) are spent
+    # there rather than after it.
+    early_frames: dict[str, tuple[DataFrame, list[str]]] = {
+        "agreement": (agreement.agreement_per_round(runs.rounds), ["run_id", "round"]),
+        "quota.throttled_per_round": (quota_section.throttled_rounds(runs.throttles), ["run_id", "reason", "round"]),
+        "bandwidth": (per_bandwidth_round, ["run_id", "round"]),
+        "per_broker": (per_broker, ["run_id", "broker"]),
+        "runs": (metrics.run_bandwidth(per_bandwidth_round), ["run_id"]),
+        "events": (runs.events, ["run_id", "round", "kind"]),
+        "quota.timings": (quota_section.allocate_timings(runs.timings), ["run_id"]),
+        **(extra or {}),
+    }
+    # Written by a second thread while this one runs the per-round table and then the collects: two Spark jobs
+    # at a time keep both cores busy through each other's single-task stages and the driver's planning (one
+    # after the other, the cores waited on the driver between each of the two dozen small jobs).
+    writer = ThreadPoolExecutor(max_workers=1)
+    early = ThreadPoolExecutor(max_workers=1)
     try:
+        written = [writer.submit(_write_each, {"throttled_by_reason": by_reason}, tables_dir)]
+        early_tables = early.submit(collect_tables, early_frames)
         say("the per-round table (the water-filling over every round of every group)")
         per_round.sparkSession.sparkContext.setJobDescription("the per-round table")
         per_round.count()  # cached: the jobs that follow read it, its write with them
         convergence = metrics.convergence(per_round, runs.events, partitions).persist()
         by_group = groups.group_table(per_round, convergence).persist()
-        by_reason = quota_section.throttled_by_reason(runs.throttles).persist()  # the shown groups' read it again
-        cached += [convergence, by_group, by_reason]
+        cached += [convergence, by_group]
         say("the full tables, and the scores, the distributions and the shown groups' details")
         # In the order they are written: first the two most of the collects wait for (cached as they are
-        # written), then the `throttles` rows' aggregation by group (the longest of the rest), then the others.
+        # written), then the others.
         full_tables = {
             "convergence": convergence,
             "groups": by_group,
-            "throttled_by_reason": by_reason,
             "quota_telemetry": quota_section.group_summary(per_round),
             "per_round": per_round.select(*PER_ROUND_COLUMNS),
         }
-        # Written by a second thread while this one plans and runs the collect: two Spark jobs at a time keep
-        # both cores busy through each other's single-task stages and the driver's planning (one after the
-        # other, the cores waited on the driver between each of the two dozen small jobs).
-        writer = ThreadPoolExecutor(max_workers=1)
-        written = writer.submit(_write_each, full_tables, tables_dir)
-        per_bandwidth_round = metrics.bandwidth_per_round(runs.messages)
-        per_broker = metrics.bandwidth_per_broker(runs.messages)
+        written.append(writer.submit(_write_each, full_tables, tables_dir))
         # The page's selection stays in Spark: its keys join the cached tables in the details' queries, in
         # flight with the scores' (a collect of the keys first, then of the details, cost a round of jobs).
         # Cached: six of the collect's tables join it, and each would rank every group again.
@@ -121,20 +136,10 @@ def collect_results(
         keys = F.broadcast(shown.select(*metrics.GROUP))
         named = keys.select("run_id", "group").distinct()
         shown_rounds = per_round.join(keys, on=metrics.GROUP)
-        # In the order they are collected (`collect_tables`): first those that need neither the convergence
+        # In the order they are collected (`collect_tables`): first the one that needs neither the convergence
         # nor the group table, which the writing thread is still computing.
         frames: dict[str, tuple[DataFrame, list[str]]] = {
             "run_rounds": (groups.run_rounds(per_round), ["run_id", "round"]),
-            "agreement": (agreement.agreement_per_round(runs.rounds), ["run_id", "round"]),
-            "quota.throttled_per_round": (
-                quota_section.throttled_rounds(runs.throttles),
-                ["run_id", "reason", "round"],
-            ),
-            "bandwidth": (per_bandwidth_round, ["run_id", "round"]),
-            "per_broker": (per_broker, ["run_id", "broker"]),
-            "runs": (metrics.run_bandwidth(per_bandwidth_round), ["run_id"]),
-            "events": (runs.events, ["run_id", "round", "kind"]),
-            "quota.timings": (quota_section.allocate_timings(runs.timings), ["run_id"]),
             "scores": (groups.run_scores(by_group, per_broker), ["run_id"]),
             "distributions": (groups.distributions(by_group, convergence), ["run_id", "measure"]),
             "groups": (by_group.join(F.broadcast(shown), on=metrics.GROUP), metrics.GROUP),
@@ -146,11 +151,12 @@ def collect_results(
             "quota.reasons": (by_reason.join(named, on=["run_id", "group"]), ["run_id", "group", "reason"]),
             "quota.per_round": (quota_section.group_rounds(shown_rounds), ["run_id", "group", "round"]),
         }
-        tables = collect_tables({**frames, **(extra or {})})
-        written.result()
+        tables = {**collect_tables(frames), **early_tables.result()}
+        for each in written:
+            each.result()
     finally:
-        if writer is not None:
-            writer.shutdown(wait=True)  # a failed collect still waits for the writes before unpersisting
+        for pool in (early, writer):
+            pool.shutdown(wait=True)  # a failed collect still waits for the others before unpersisting
         for frame in cached:
             frame.unpersist()
     return Results(

@@ -1,8 +1,9 @@
 """The report at any number of groups: one row per group in Spark, and from it what the page and summary.json
 hold, whatever the size of the run.
 
-- `group_table`: per run, group and dimension, the group's scores (`metrics.group_summary`), its starvation
-  counts and its events' convergence counted; written whole as Parquet, never collected whole.
+- `group_table`: per run, group and dimension, the group's scores and starvation counts
+  (`metrics.group_summary`), its events' convergence counted, and the quota telemetry's aggregates; written
+  whole as Parquet, never collected whole.
 - `shown_groups`: the groups the page details: every group of a run with at most `ALL_GROUPS_UP_TO` of them
   (today's page), else the `WORST_GROUPS` worst by peak overshoot (then events never converged, then Jain).
 - `run_scores`: each run's scores pooled over all its groups (the worst peak, means, convergence over every
@@ -32,27 +33,30 @@ QUANTILE_ACCURACY = 10_000  # percentile_approx's: relative error 1/10,000 of th
 DISTRIBUTED = ("peak_overshoot", "rounds_over_quota", "utilization", "jain")  # per group; and rounds to converge
 
 
-def group_table(per_round: DataFrame, convergence: DataFrame) -> DataFrame:
-    """Per run, group and dimension: `metrics.group_summary`, `metrics.starvation`'s counts, the number of
-    events that apply to it, those never converged after, and the sum of the rounds to converge of the others."""
+WAITS = ("events", "events_not_converged", "rounds_to_converge_sum")  # `group_table`'s counts of its events
+GROUP_TABLE = [*GROUP, *metrics.GROUP_SCORES, *metrics.STARVATION_COUNTS, *WAITS]  # the `groups` table's columns
+
+
+def group_table(
+    per_round: DataFrame, convergence: DataFrame, more: list[Column] | tuple[Column, ...] = ()
+) -> DataFrame:
+    """Per run, group and dimension (`GROUP_TABLE`): `metrics.group_summary` (the scores and the starvation
+    counts), the number of events that apply to it, those never converged after, and the sum of the rounds to
+    converge of the others; then the aggregates `more` over its rounds (`metrics.group_summary`'s)."""
     waits = convergence.groupBy(*GROUP).agg(
         F.count("*").alias("events"),
         F.count(F.when(F.col("rounds_to_converge").isNull(), True)).alias("events_not_converged"),
         F.sum("rounds_to_converge").alias("rounds_to_converge_sum"),
     )
-    return (
-        metrics.group_summary(per_round)
-        .join(metrics.starvation(per_round), on=GROUP, how="left")
-        .join(waits, on=GROUP, how="left")
-        .select(
-            *GROUP,
-            *metrics.GROUP_SCORES,
-            F.coalesce("fair_share_broker_rounds", F.lit(0)).cast("long").alias("fair_share_broker_rounds"),
-            F.coalesce("starved_broker_rounds", F.lit(0)).cast("long").alias("starved_broker_rounds"),
-            F.coalesce("events", F.lit(0)).alias("events"),
-            F.coalesce("events_not_converged", F.lit(0)).alias("events_not_converged"),
-            "rounds_to_converge_sum",
-        )
+    summary = metrics.group_summary(per_round, more)
+    return summary.join(waits, on=GROUP, how="left").select(
+        *GROUP,
+        *metrics.GROUP_SCORES,
+        *metrics.STARVATION_COUNTS,
+        F.coalesce("events", F.lit(0)).alias("events"),
+        F.coalesce("events_not_converged", F.lit(0)).alias("events_not_converged"),
+        "rounds_to_converge_sum",
+        *(name for name in summary.columns if name not in GROUP_TABLE),
     )
 
 

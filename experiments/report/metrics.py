@@ -68,6 +68,7 @@ GROUP_SCORES = (
     "report_bytes_per_round",
     "rounds",
 )
+STARVATION_COUNTS = ("fair_share_broker_rounds", "starved_broker_rounds")  # `group_summary`'s, after the scores
 _SUMMED = ["usage", "demand", "limit", "throttled_s", "report_bytes"]  # summed over a round's rows
 _CELL = ["usage", "demand"]  # a broker's measures in a round's array (`round_cells`)
 
@@ -255,7 +256,9 @@ def group_key() -> Column:
 
 
 def group_events(events: DataFrame, groups: DataFrame) -> DataFrame:
-    """Each event of a run once per group it applies to, plus the run's `start` at round 0 (see module doc)."""
+    """Each event of a run once per group it applies to, plus the run's `start` at round 0 (see module doc):
+    a row of `groups` (distinct rows with `GROUP`'s columns, and any others) per event, with its `round`, `kind`
+    and `target`. The events are few: they are broadcast, and the rows keep the partitioning of `groups`."""
     run_starts = groups.select(
         "run_id",
         F.lit(0).alias("round"),
@@ -272,15 +275,15 @@ def group_events(events: DataFrame, groups: DataFrame) -> DataFrame:
     )
     applies = named_group.isNull() | (named_group == F.col("group"))
     return (
-        all_events.join(groups.select(*GROUP).distinct(), on="run_id", how="inner")
+        groups.join(F.broadcast(all_events), on="run_id", how="inner")
         .filter(applies)
-        .select(*GROUP, "round", "kind", "target")
+        .select(*groups.columns, "round", "kind", "target")
     )
 
 
-def convergence(group_rounds: DataFrame, events: DataFrame, partitions: int | None = None) -> DataFrame:
+def convergence(group_rounds: DataFrame, events: DataFrame) -> DataFrame:
     """Per run, group, dimension and event: `rounds_to_converge` (null: never settled after it), from the table of
-    `group_rounds` (with its `GROUP_KEY`, in the `partitions` `round_cells` shuffled it into)."""
+    `group_rounds` (with its `GROUP_KEY`, partitioned by it as `round_cells` left it)."""
     Q, U, target, jain = F.col("quota"), F.col("usage"), F.col("target"), F.col("jain")
     limited = F.col("quota") < math.inf
     tolerance = F.when(limited, TARGET_TOLERANCE * Q).otherwise(TARGET_TOLERANCE * target)
@@ -298,12 +301,12 @@ def convergence(group_rounds: DataFrame, events: DataFrame, partitions: int | No
         .select(GROUP_KEY, *GROUP_ROUND, F.when(window_settled, F.col("round")).alias("settled_from"))
         .select(GROUP_KEY, *GROUP_ROUND, "settled_from", no_event.alias("kind"), no_event.alias("target"))
     )
-    markers = group_events(events, group_rounds.select(*GROUP)).select(
-        group_key().alias(GROUP_KEY), *GROUP_ROUND, F.lit(None).cast("int").alias("settled_from"), "kind", "target"
+    # The event rows partitioned as the rounds are (the groups taken from them: by `GROUP_KEY` too, no shuffle),
+    # so their union keeps that partitioning (`spark.sql.unionOutputPartitioning`): no row is shuffled again.
+    groups = group_rounds.select(GROUP_KEY, *GROUP).distinct()
+    markers = group_events(events, groups).select(
+        GROUP_KEY, *GROUP_ROUND, F.lit(None).cast("int").alias("settled_from"), "kind", "target"
     )
-    # The events partitioned as the rounds are: the union keeps that partitioning (`spark.sql.
-    # unionOutputPartitioning`), and only the few event rows are shuffled, not every round again.
-    markers = by_group(markers, partitions)
     from_here_on = by_round.rangeBetween(0, W.unboundedFollowing)
     is_event = F.col("kind").isNotNull()
     return (
@@ -314,10 +317,20 @@ def convergence(group_rounds: DataFrame, events: DataFrame, partitions: int | No
     )
 
 
-def group_summary(group_rounds: DataFrame) -> DataFrame:
+def group_summary(group_rounds: DataFrame, more: list[Column] | tuple[Column, ...] = ()) -> DataFrame:
     """Per run, group and dimension (of `group_rounds`, with its `GROUP_KEY`): peak overshoot, the share of
-    rounds over quota, and means over the last quarter of the run's rounds."""
+    rounds over quota, means over the last quarter of the run's rounds (`GROUP_SCORES`); the starvation counts
+    (`STARVATION_COUNTS`): over the last quarter, the (broker, round) rows of brokers with a fair share
+    (`F_b > 0`) and those starved among them (`U_b < 0.5 F_b`), summed from the per-round counts so that the
+    per-broker rows need not be kept for it; then the aggregates `more` (the quota telemetry's).
+
+    One aggregation for all of them: grouped by `GROUP_KEY` too, it reuses the partitioning `round_cells` left.
+    """
     in_last_quarter = F.col("round") >= F.col("last_quarter_from")
+
+    def last_quarter_count(name: str) -> Column:
+        return F.coalesce(F.sum(F.when(in_last_quarter, F.col(name))), F.lit(0)).cast("long")
+
     return (
         _with_last_quarter_from(group_rounds)
         .groupBy(GROUP_KEY, *GROUP)
@@ -329,26 +342,11 @@ def group_summary(group_rounds: DataFrame) -> DataFrame:
             F.avg(F.when(in_last_quarter, F.col("fairness_error"))).alias("fairness_error"),
             F.avg("report_bytes").alias("report_bytes_per_round"),
             F.count("round").alias("rounds"),
+            last_quarter_count("fair_share_brokers").alias("fair_share_broker_rounds"),
+            last_quarter_count("starved_brokers").alias("starved_broker_rounds"),
+            *more,
         )
-        .select(*GROUP, *GROUP_SCORES)
-    )
-
-
-def starvation(group_rounds: DataFrame) -> DataFrame:
-    """Per run, group and dimension, over the last quarter of the run: the (broker, round) rows of brokers with
-    a fair share (`F_b > 0`), and those starved among them (`U_b < 0.5 F_b`).
-
-    Summed from `group_rounds`' per-round counts, so that the per-broker rows need not be kept for it."""
-    in_last_quarter = F.col("round") >= F.col("last_quarter_from")
-    return (
-        _with_last_quarter_from(group_rounds)
-        .filter(in_last_quarter)
-        .groupBy(GROUP_KEY, *GROUP)
-        .agg(
-            F.sum("fair_share_brokers").alias("fair_share_broker_rounds"),
-            F.sum("starved_brokers").alias("starved_broker_rounds"),
-        )
-        .select(*GROUP, "fair_share_broker_rounds", "starved_broker_rounds")
+        .drop(GROUP_KEY)
     )
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from experiments.report import metrics, plotting
+from experiments.report import plotting
 from experiments.report.plotting import Figure, line
 
 GROUP = ["run_id", "group", "dimension"]
@@ -26,7 +26,7 @@ GROUP = ["run_id", "group", "dimension"]
 class QuotaTelemetry:
     """The collected aggregates (pandas), one table per grain."""
 
-    groups: pd.DataFrame  # per run, group, dimension: `group_summary`
+    groups: pd.DataFrame  # per run, group, dimension: `GROUP`, then `GROUP_COLUMNS` (`group_aggregates`)
     reasons: pd.DataFrame  # per run, group, reason: `throttled_by_reason`
     per_round: pd.DataFrame  # per run, round, group: `group_rounds`
     throttled_per_round: pd.DataFrame  # per run, round, reason: `throttled_rounds`
@@ -64,10 +64,11 @@ ROUND_COLUMNS = (
 )  # fmt: skip
 
 
-def group_summary(per_round: DataFrame) -> DataFrame:
-    """Per run, group and dimension, over every (broker, round) row, from `per_round` (the report's table of
-    group rounds with `ROUND_COLUMNS`, `metrics.group_rounds`: grouped by its `GROUP_KEY` too, no shuffle)."""
-    by_group = per_round.groupBy(metrics.GROUP_KEY, *GROUP).agg(
+def group_aggregates() -> list[Column]:
+    """Per run, group and dimension, over every (broker, round) row: what the telemetry's table by group holds
+    (`GROUP_COLUMNS`), as aggregates of the report's table of group rounds with `ROUND_COLUMNS`
+    (`metrics.group_rounds`), computed in its one aggregation by group (`metrics.group_summary`'s `more`)."""
+    return [
         (F.sum("usage_of_limit_sum") / F.sum("usage_of_limit_rows")).alias("usage_of_limit_mean"),
         F.max("usage_of_limit_max").alias("usage_of_limit_max"),
         F.max("group_usage_of_quota_max").alias("group_usage_of_quota_max"),
@@ -76,8 +77,13 @@ def group_summary(per_round: DataFrame) -> DataFrame:
         F.sum("throttle_events").cast("long").alias("throttle_events"),
         F.try_divide(F.sum("report_age_mean_sum"), F.sum("report_age_mean_rows")).alias("report_age_mean_s"),
         F.max("report_age_max_s").alias("report_age_max_s"),
-    )
-    return by_group.drop(metrics.GROUP_KEY)
+    ]
+
+
+GROUP_COLUMNS = (
+    "usage_of_limit_mean", "usage_of_limit_max", "group_usage_of_quota_max", "over_quota_share", "longest_breach_s",
+    "throttle_events", "report_age_mean_s", "report_age_max_s",
+)  # fmt: skip  # `group_aggregates`' names, in its order
 
 
 def throttled_by_reason(throttles: DataFrame) -> DataFrame:
@@ -88,7 +94,7 @@ def throttled_by_reason(throttles: DataFrame) -> DataFrame:
 
 
 def group_rounds(per_round: DataFrame) -> DataFrame:
-    """Per run, round and group, over brokers and dimensions (from `per_round`, as `group_summary`): the longest
+    """Per run, round and group, over brokers and dimensions (from `per_round`, as `group_aggregates`): the longest
     breach and the report ages."""
     return per_round.groupBy("run_id", "round", "group").agg(
         F.max("breach_age_s").alias("breach_age_s"),

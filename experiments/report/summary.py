@@ -115,16 +115,16 @@ def collect_results(
         say("the per-round table (the water-filling over every round of every group)")
         per_round.sparkSession.sparkContext.setJobDescription("the per-round table")
         per_round.count()  # cached: the jobs that follow read it, its write with them
-        convergence = metrics.convergence(per_round, runs.events, partitions).persist()
-        by_group = groups.group_table(per_round, convergence).persist()
+        convergence = metrics.convergence(per_round, runs.events).persist()
+        by_group = groups.group_table(per_round, convergence, quota_section.group_aggregates()).persist()
         cached += [convergence, by_group]
         say("the full tables, and the scores, the distributions and the shown groups' details")
         # In the order they are written: first the two most of the collects wait for (cached as they are
         # written), then the others.
         full_tables = {
             "convergence": convergence,
-            "groups": by_group,
-            "quota_telemetry": quota_section.group_summary(per_round),
+            "groups": by_group.select(*groups.GROUP_TABLE),
+            "quota_telemetry": by_group.select(*metrics.GROUP, *quota_section.GROUP_COLUMNS),
             "per_round": per_round.select(*PER_ROUND_COLUMNS),
         }
         written.append(writer.submit(_write_each, full_tables, tables_dir))
@@ -142,12 +142,11 @@ def collect_results(
             "run_rounds": (groups.run_rounds(per_round), ["run_id", "round"]),
             "scores": (groups.run_scores(by_group, per_broker), ["run_id"]),
             "distributions": (groups.distributions(by_group, convergence), ["run_id", "measure"]),
-            "groups": (by_group.join(F.broadcast(shown), on=metrics.GROUP), metrics.GROUP),
+            "groups": (by_group.join(F.broadcast(shown), on=metrics.GROUP), metrics.GROUP),  # quota.groups too
             "per_round": (shown_rounds.select(*PER_ROUND_COLUMNS), metrics.GROUP_ROUND),
             "convergence": (convergence.join(keys, on=metrics.GROUP), [*metrics.GROUP_ROUND, "kind"]),
             "limits": (metrics.broker_limits(runs.rounds, keys), [*metrics.GROUP_ROUND, "broker"]),
             "event_convergence": (groups.event_convergence(convergence), ["run_id", "round", "kind"]),
-            "quota.groups": (quota_section.group_summary(shown_rounds), quota_section.GROUP),
             "quota.reasons": (by_reason.join(named, on=["run_id", "group"]), ["run_id", "group", "reason"]),
             "quota.per_round": (quota_section.group_rounds(shown_rounds), ["run_id", "group", "round"]),
         }
@@ -159,9 +158,10 @@ def collect_results(
             pool.shutdown(wait=True)  # a failed collect still waits for the others before unpersisting
         for frame in cached:
             frame.unpersist()
+    shown_groups = tables["groups"]  # with the quota telemetry's columns, its table of the shown groups
     return Results(
         per_round=tables["per_round"],
-        groups=tables["groups"],
+        groups=shown_groups.drop(columns=list(quota_section.GROUP_COLUMNS)),
         convergence=tables["convergence"],
         limits=tables["limits"],
         scores=tables["scores"],
@@ -171,14 +171,17 @@ def collect_results(
         bandwidth=tables["bandwidth"],
         per_broker=tables["per_broker"],
         runs=tables["runs"],
-        quota=QuotaTelemetry(**{name: tables[f"quota.{name}"] for name in QUOTA_TABLES}),
+        quota=QuotaTelemetry(
+            groups=shown_groups[[*metrics.GROUP, *quota_section.GROUP_COLUMNS]],
+            **{name: tables[f"quota.{name}"] for name in QUOTA_TABLES},
+        ),
         agreement=agreement.rounds_to_agree(tables["agreement"], tables["events"]),
         events=tables["events"],
         extra={name: tables[name] for name in extra or {}},
     )
 
 
-QUOTA_TABLES = ("groups", "reasons", "per_round", "throttled_per_round", "timings")
+QUOTA_TABLES = ("reasons", "per_round", "throttled_per_round", "timings")  # and `groups`, of the collected groups
 
 
 def _write_each(frames: Mapping[str, DataFrame], tables_dir: Path) -> None:

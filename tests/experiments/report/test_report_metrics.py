@@ -318,7 +318,7 @@ def test_starvation_counts_brokers_under_half_their_fair_share_in_the_last_quart
         rows.append(rounds_row(r, "a", usage=50, demand=80))
         rows.append(rounds_row(r, "b", usage=30 if r == 7 else 10, demand=80))
         rows.append(rounds_row(r, "c", usage=0, demand=0))
-    [row] = metrics.starvation(group_rounds_of(spark, rows)).collect()
+    [row] = metrics.group_summary(group_rounds_of(spark, rows)).collect()
     assert (row["fair_share_broker_rounds"], row["starved_broker_rounds"]) == (4, 1)  # a, b x rounds 6-7; b@6
 
 

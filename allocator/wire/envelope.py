@@ -18,7 +18,9 @@ from allocator.wire.report_fields import ReportError, int_field, type_name
 from allocator.wire.signing import SIGNATURE_BYTES as ED25519_SIGNATURE_BYTES
 from allocator.wire.signing import PublicKeys, Signer
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: the body names its dimensions by code (`report_fields.DIMENSIONS`), not by name (1). A broker reads its own
+version only, so a cluster changes version all at once (a report of the other version is refused and counted)."""
 
 COMPRESSED = 0x1
 FLOAT32 = 0x2
@@ -83,7 +85,7 @@ def parse_envelope(envelope: Any) -> tuple[int, bytes, bytes | None]:
         raise ReportError("envelope is empty")
     version = int_field(envelope[0], "version")
     if version != FORMAT_VERSION:
-        raise ReportError(f"version {version} not supported")
+        raise ReportError(f"version {version} not supported (this broker reads version {FORMAT_VERSION})")
     if len(envelope) not in (3, 4):
         raise ReportError(f"envelope has {len(envelope)} items, not 3 or 4")
     flags = int_field(envelope[1], "flags")

@@ -241,10 +241,14 @@ def brokers_round(wire: str, demands: dict[str, list[float]], rounds: int = 4) -
     return np.stack([node.limit for node in nodes]), sizes
 
 
-def test_brokers_on_wire_pulsar_allocate_as_on_quotalab_wire_with_fewer_bytes() -> None:
+def test_brokers_on_wire_pulsar_allocate_as_on_quotalab_wire_and_name_their_groups_every_round() -> None:
+    """Same limits; Pulsar's reports name every group every round, quotalab's in a group's first report only
+    (then ids): more bytes than Pulsar's in the first round, fewer after it."""
     demands = {"broker-1": [80.0, 10.0, 0.0], "broker-2": [40.0, 30.0, 20.0], "broker-3": [5.0, 60.0, 25.0]}
     pulsar_limits, pulsar_sizes = brokers_round("pulsar", demands)
     quotalab_limits, quotalab_sizes = brokers_round("quotalab", demands)
     np.testing.assert_array_equal(pulsar_limits, quotalab_limits)  # whole rates: the counts lose nothing
     assert (pulsar_limits[:, :2, 0] < [[100, 60]]).any()  # the policy did split the quotas
-    assert sum(pulsar_sizes) < sum(quotalab_sizes)
+    first_round = len(demands)
+    assert sum(quotalab_sizes[:first_round]) > sum(pulsar_sizes[:first_round])
+    assert sum(quotalab_sizes[first_round:]) < sum(pulsar_sizes[first_round:])

@@ -97,7 +97,9 @@ def test_a_lockstep_run_on_pulsars_wire_allocates_as_on_quotalabs_with_fewer_byt
     assert (tables["pulsar"]["limit"] < 100).any()  # the quota was split
     messages = {wire: pd.read_parquet(run_dir / "messages") for wire, (run_dir, _) in runs.items()}
     assert messages["pulsar"]["reports_rejected"].sum() == 0
-    assert messages["pulsar"]["bytes_published"].sum() < 0.8 * messages["quotalab"]["bytes_published"].sum()
+    # Pulsar's report has no sequence number, incarnation, interval or publish time, and the groups' names are short
+    # here: fewer bytes, by less since quotalab's reports name their dimensions by code (wire format 2)
+    assert messages["pulsar"]["bytes_published"].sum() < messages["quotalab"]["bytes_published"].sum()
 
 
 def test_the_capture_holds_every_published_report_and_each_parses_as_pulsars(runs) -> None:

@@ -32,7 +32,9 @@ Choices where DESIGN.md is silent:
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import Window as W
@@ -289,16 +291,20 @@ def convergence(group_rounds: DataFrame, events: DataFrame) -> DataFrame:
     tolerance = F.when(limited, TARGET_TOLERANCE * Q).otherwise(TARGET_TOLERANCE * target)
     on_target = F.abs(U - target) <= tolerance
     fair_enough = jain.isNull() | (jain >= MIN_JAIN)
-    # By `GROUP_KEY` too: the per-round table is partitioned by it (`round_cells`), so the first window needs no
-    # shuffle of its rows.
-    by_round = W.partitionBy(GROUP_KEY, *GROUP).orderBy("round")
-    next_window = by_round.rangeBetween(0, CONVERGENCE_WINDOW - 1)  # rounds r .. r+W-1, by value
-    window_complete = F.count("round").over(next_window) == CONVERGENCE_WINDOW  # no round missing
-    window_settled = window_complete & F.bool_and("settled").over(next_window)
+    # By `GROUP_KEY` too: the per-round table is partitioned by it (`round_cells`), so no window shuffles its
+    # rows. Latest round first: "at or after" becomes a running minimum (a frame from the partition's start, one
+    # pass), where a frame to its end re-aggregates the rest of the partition at every row.
+    latest_first = W.partitionBy(GROUP_KEY, *GROUP).orderBy(F.col("round").desc())
+    # The W - 1 rows before a round in this order are rounds r+1 .. r+W-1 when none is missing (one row a round)
+    later = range(1, CONVERGENCE_WINDOW)
+    window_complete = F.lag("round", CONVERGENCE_WINDOW - 1).over(latest_first) == F.col("round") + len(later)
+    window_settled = functools.reduce(
+        operator.and_, (F.lag("settled", offset).over(latest_first) for offset in later), F.col("settled")
+    )
     no_event = F.lit(None).cast("string")
     settled_starts = (
-        group_rounds.select(GROUP_KEY, *GROUP_ROUND, (on_target & fair_enough).alias("settled"))
-        .select(GROUP_KEY, *GROUP_ROUND, F.when(window_settled, F.col("round")).alias("settled_from"))
+        group_rounds.select(GROUP_KEY, *GROUP_ROUND, F.coalesce(on_target & fair_enough, F.lit(False)).alias("settled"))
+        .select(GROUP_KEY, *GROUP_ROUND, F.when(window_complete & window_settled, F.col("round")).alias("settled_from"))
         .select(GROUP_KEY, *GROUP_ROUND, "settled_from", no_event.alias("kind"), no_event.alias("target"))
     )
     # The event rows partitioned as the rounds are (the groups taken from them: by `GROUP_KEY` too, no shuffle),
@@ -307,7 +313,7 @@ def convergence(group_rounds: DataFrame, events: DataFrame) -> DataFrame:
     markers = group_events(events, groups).select(
         GROUP_KEY, *GROUP_ROUND, F.lit(None).cast("int").alias("settled_from"), "kind", "target"
     )
-    from_here_on = by_round.rangeBetween(0, W.unboundedFollowing)
+    from_here_on = latest_first.rangeBetween(W.unboundedPreceding, 0)  # this round (events too) and every later
     is_event = F.col("kind").isNotNull()
     return (
         settled_starts.unionByName(markers)

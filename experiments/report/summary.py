@@ -137,15 +137,16 @@ def collect_results(
         named = keys.select("run_id", "group").distinct()
         shown_rounds = per_round.join(keys, on=metrics.GROUP)
         # In the order they are collected (`collect_tables`): first the one that needs neither the convergence
-        # nor the group table, which the writing thread is still computing.
+        # nor the group table, which the writing thread is still computing, then the longest (it reads the
+        # `rounds` rows again).
         frames: dict[str, tuple[DataFrame, list[str]]] = {
             "run_rounds": (groups.run_rounds(per_round), ["run_id", "round"]),
+            "limits": (metrics.broker_limits(runs.rounds, keys), [*metrics.GROUP_ROUND, "broker"]),
             "scores": (groups.run_scores(by_group, per_broker), ["run_id"]),
             "distributions": (groups.distributions(by_group, convergence), ["run_id", "measure"]),
             "groups": (by_group.join(F.broadcast(shown), on=metrics.GROUP), metrics.GROUP),  # quota.groups too
             "per_round": (shown_rounds.select(*PER_ROUND_COLUMNS), metrics.GROUP_ROUND),
             "convergence": (convergence.join(keys, on=metrics.GROUP), [*metrics.GROUP_ROUND, "kind"]),
-            "limits": (metrics.broker_limits(runs.rounds, keys), [*metrics.GROUP_ROUND, "broker"]),
             "event_convergence": (groups.event_convergence(convergence), ["run_id", "round", "kind"]),
             "quota.reasons": (by_reason.join(named, on=["run_id", "group"]), ["run_id", "group", "reason"]),
             "quota.per_round": (quota_section.group_rounds(shown_rounds), ["run_id", "group", "round"]),

@@ -37,11 +37,12 @@ DRIVER_JAVA_OPTIONS = (
 # water-filling's array functions, which Spark interprets per element) and pays for its threads. Measured on
 # PIP-82's 7.5 million rows (a 15-round `scale-pip82` run, the same code, same load): the report 95.8 s with C1
 # only, 74.5 s with C1 then C2; its per-round stage 45 s against 25 s. C2 compiles only the hottest code, the
-# loops over every row (thresholds 30 times the defaults): with the defaults its thread took 25 s of CPU from the
-# two cores, with these 12 s, while the tasks took 2-5 s more (all the report's processes: 117 -> 106 s of CPU;
-# at 100 times the defaults the tasks slowed more than C2 saved, 125 s). A million rows stay faster with C1 only.
+# loops over every row: with the default thresholds its thread took 25 s of CPU from the two cores. At 10 times
+# the defaults for calls and loops' back edges the report is shortest (alternating, the report given the
+# machine: 59.4 s, against 62.7 s with the defaults, 62.2 s at 3 times, 60.6 s at 30 times, where the tasks slowed
+# more than C2 saved). A million rows stay faster with C1 only.
 LARGE_DRIVER_JAVA_OPTIONS = DRIVER_JAVA_OPTIONS.replace("-XX:TieredStopAtLevel=1 ", "") + (
-    " -XX:Tier4InvocationThreshold=150000 -XX:Tier4CompileThreshold=200000 -XX:Tier4BackEdgeThreshold=1000000"
+    " -XX:Tier4InvocationThreshold=50000 -XX:Tier4CompileThreshold=66000 -XX:Tier4BackEdgeThreshold=400000"
 )
 C1_ONLY_UP_TO_ROWS = 1_000_000
 SHUFFLE_PARTITIONS = 4  # the session's; the `rounds` rows' shuffle takes more for more rows (`rounds_partitions`)

@@ -54,20 +54,14 @@ def int_field(value: Any, name: str) -> int:
     return value
 
 
-def check_dimensions(dimensions: list[Any]) -> None:
-    if not dimensions:
-        raise ReportError("no dimensions")
+def dimension_codes(dimensions: list[Any]) -> list[int]:
+    """The codes of `dimensions` (names), checked as `dimension_names` checks a report's codes."""
     for dimension in dimensions:
         if not isinstance(dimension, str) or dimension not in DIMENSIONS:
             raise ReportError(f"unknown dimension {dimension!r}")
-    if len(set(dimensions)) != len(dimensions):
-        raise ReportError("a dimension repeats")
-
-
-def dimension_codes(dimensions: list[Any]) -> list[int]:
-    """The codes of `dimensions` (names), checked."""
-    check_dimensions(dimensions)
-    return [DIMENSIONS.index(dimension) for dimension in dimensions]
+    codes = [DIMENSIONS.index(dimension) for dimension in dimensions]
+    dimension_names(codes)  # none, or one twice
+    return codes
 
 
 def dimension_names(codes: Any) -> tuple[str, ...]:

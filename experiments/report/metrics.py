@@ -100,7 +100,7 @@ def round_cells(
         ROUND_KEY, F.col(GROUP_KEY).bitwiseAND(F.lit(~mask)).bitwiseOR(F.col("round").cast("long").bitwiseAND(mask))
     )
     rows = (
-        by_group(keyed, partitions)
+        (keyed.repartition(partitions, GROUP_KEY) if partitions else keyed.repartition(GROUP_KEY))
         .sortWithinPartitions(*in_order, "broker")
         .groupBy(*in_order)
         .agg(
@@ -123,12 +123,6 @@ def round_cells(
     return with_fair_share(
         rows.select(*(name for name in rows.columns if name != "broker_rows"), unique.alias("cells"))
     )
-
-
-def by_group(frame: DataFrame, partitions: int | None) -> DataFrame:
-    """`frame` (with its `GROUP_KEY`) hash-partitioned by it into `partitions` (default: the session's shuffle
-    partitions), the partitioning every table by group shares."""
-    return frame.repartition(partitions, GROUP_KEY) if partitions else frame.repartition(GROUP_KEY)
 
 
 def _array_sum(cells: Column | str, name: str) -> Column:
@@ -175,7 +169,7 @@ def group_rounds(cells: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
     """Per run, group, dimension and round (`round_cells`): Q, U, D, T, overshoot, over quota, utilization, Jain,
     fairness error, and the brokers with a fair share (`F_b > 0`) and those starved among them (`U_b < 0.5 F_b`);
     then the columns `keep` of `cells` as they are, and `GROUP_KEY`: the aggregations by group that follow
-    (`group_summary`, `starvation`) group by it too, and so reuse the partitioning `round_cells` left."""
+    (`group_summary`, the convergence's windows) group by it too, and so reuse the partitioning `round_cells` left."""
 
     def over_fair(cell: Column) -> Column:  # x_b = U_b / F_b, null where F_b = 0: only brokers with F_b > 0 count
         return F.try_divide(cell["usage"], fair_share(cell["demand"]))
@@ -296,10 +290,10 @@ def convergence(group_rounds: DataFrame, events: DataFrame) -> DataFrame:
     # pass), where a frame to its end re-aggregates the rest of the partition at every row.
     latest_first = W.partitionBy(GROUP_KEY, *GROUP).orderBy(F.col("round").desc())
     # The W - 1 rows before a round in this order are rounds r+1 .. r+W-1 when none is missing (one row a round)
-    later = range(1, CONVERGENCE_WINDOW)
-    window_complete = F.lag("round", CONVERGENCE_WINDOW - 1).over(latest_first) == F.col("round") + len(later)
+    last = CONVERGENCE_WINDOW - 1
+    window_complete = F.lag("round", last).over(latest_first) == F.col("round") + last
     window_settled = functools.reduce(
-        operator.and_, (F.lag("settled", offset).over(latest_first) for offset in later), F.col("settled")
+        operator.and_, (F.lag("settled", offset).over(latest_first) for offset in range(1, last + 1)), F.col("settled")
     )
     no_event = F.lit(None).cast("string")
     settled_starts = (

@@ -26,7 +26,7 @@ GROUP = ["run_id", "group", "dimension"]
 class QuotaTelemetry:
     """The collected aggregates (pandas), one table per grain."""
 
-    groups: pd.DataFrame  # per run, group, dimension: `GROUP`, then `GROUP_COLUMNS` (`group_aggregates`)
+    groups: pd.DataFrame  # per run, group, dimension: `GROUP`, then `group_aggregates`' columns
     reasons: pd.DataFrame  # per run, group, reason: `throttled_by_reason`
     per_round: pd.DataFrame  # per run, round, group: `group_rounds`
     throttled_per_round: pd.DataFrame  # per run, round, reason: `throttled_rounds`
@@ -65,8 +65,8 @@ ROUND_COLUMNS = (
 
 
 def group_aggregates() -> list[Column]:
-    """Per run, group and dimension, over every (broker, round) row: what the telemetry's table by group holds
-    (`GROUP_COLUMNS`), as aggregates of the report's table of group rounds with `ROUND_COLUMNS`
+    """Per run, group and dimension, over every (broker, round) row: what the telemetry's table by group holds,
+    as aggregates of the report's table of group rounds with `ROUND_COLUMNS`
     (`metrics.group_rounds`), computed in its one aggregation by group (`metrics.group_summary`'s `more`)."""
     return [
         (F.sum("usage_of_limit_sum") / F.sum("usage_of_limit_rows")).alias("usage_of_limit_mean"),
@@ -78,12 +78,6 @@ def group_aggregates() -> list[Column]:
         F.try_divide(F.sum("report_age_mean_sum"), F.sum("report_age_mean_rows")).alias("report_age_mean_s"),
         F.max("report_age_max_s").alias("report_age_max_s"),
     ]
-
-
-GROUP_COLUMNS = (
-    "usage_of_limit_mean", "usage_of_limit_max", "group_usage_of_quota_max", "over_quota_share", "longest_breach_s",
-    "throttle_events", "report_age_mean_s", "report_age_max_s",
-)  # fmt: skip  # `group_aggregates`' names, in its order
 
 
 def throttled_by_reason(throttles: DataFrame) -> DataFrame:

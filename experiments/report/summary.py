@@ -118,13 +118,14 @@ def collect_results(
         convergence = metrics.convergence(per_round, runs.events).persist()
         by_group = groups.group_table(per_round, convergence, quota_section.group_aggregates()).persist()
         cached += [convergence, by_group]
+        telemetry = [name for name in by_group.columns if name not in groups.GROUP_TABLE]  # group_aggregates'
         say("the full tables, and the scores, the distributions and the shown groups' details")
         # In the order they are written: first the two most of the collects wait for (cached as they are
         # written), then the others.
         full_tables = {
             "convergence": convergence,
             "groups": by_group.select(*groups.GROUP_TABLE),
-            "quota_telemetry": by_group.select(*metrics.GROUP, *quota_section.GROUP_COLUMNS),
+            "quota_telemetry": by_group.select(*metrics.GROUP, *telemetry),
             "per_round": per_round.select(*PER_ROUND_COLUMNS),
         }
         written.append(writer.submit(_write_each, full_tables, tables_dir))
@@ -162,7 +163,7 @@ def collect_results(
     shown_groups = tables["groups"]  # with the quota telemetry's columns, its table of the shown groups
     return Results(
         per_round=tables["per_round"],
-        groups=shown_groups.drop(columns=list(quota_section.GROUP_COLUMNS)),
+        groups=shown_groups.drop(columns=telemetry),
         convergence=tables["convergence"],
         limits=tables["limits"],
         scores=tables["scores"],
@@ -173,7 +174,7 @@ def collect_results(
         per_broker=tables["per_broker"],
         runs=tables["runs"],
         quota=QuotaTelemetry(
-            groups=shown_groups[[*metrics.GROUP, *quota_section.GROUP_COLUMNS]],
+            groups=shown_groups[[*metrics.GROUP, *telemetry]],
             **{name: tables[f"quota.{name}"] for name in QUOTA_TABLES},
         ),
         agreement=agreement.rounds_to_agree(tables["agreement"], tables["events"]),

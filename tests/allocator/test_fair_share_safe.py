@@ -16,8 +16,9 @@ from allocator.node.broker_node import MIN_LIMIT, BrokerNode
 from allocator.node.node_settings import NodeSettings
 from allocator.node.one_group import registry_round
 from allocator.policies import POLICIES, RECOMMENDED, bind, describe, step
+from allocator.policies.fair_share_safe.rule import own_safe_limit
 from allocator.policies.fair_share_safe.start import paced, rise_rounds, risers, start_limit
-from allocator.policies.hooks import PeerView
+from allocator.policies.hooks import OWN, PeerView
 from allocator.policies.waterfill import max_min_fair
 from allocator.wire.codec import decode_report
 from allocator.wire.usage_report import UsageReport
@@ -82,6 +83,27 @@ def test_the_rule_never_exceeds_the_quota_nor_the_residual_heard(data):
     others_usage = np.where(present, usage, 0).sum(axis=1, keepdims=True) - np.where(present, usage, 0)
     assert (new_limit <= np.maximum(quota[:, None] - others_usage, 0) + tolerance[:, None]).all()
 
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_the_hooks_own_limit_is_the_rules_own_row_bit_for_bit(data):
+    """`own_safe_limit` (what the hooks compute) gives slot OWN's split and limit exactly as the rule and `finish`
+    do over the whole [B, g] chunk, unlimited pools and absent slots included."""
+    n_groups, n_slots = data.draw(st.integers(1, 5)), data.draw(st.integers(1, 6))
+    shape = (n_groups, n_slots)
+    pool = data.draw(hnp.arrays(np.float64, n_groups, elements=st.one_of(st.floats(0.0, 1e6), st.just(np.inf))))
+    counted = data.draw(hnp.arrays(np.float64, shape, elements=rate))
+    own_limit = data.draw(hnp.arrays(np.float64, n_groups, elements=st.one_of(rate, st.just(np.inf))))
+    present = data.draw(hnp.arrays(np.bool_, shape))
+    wants = np.where(present, data.draw(hnp.arrays(np.float64, shape, elements=rate)), 0.0)  # as `fair_shares`
+    fair_share = max_min_fair(pool, wants)
+    limit_view = np.zeros(shape)
+    limit_view[:, OWN] = own_limit
+    expected = bind(SAFE)(pool, counted, limit_view, wants, present)[:, OWN]
+    split, own = own_safe_limit(pool, fair_share, counted, present)
+    np.testing.assert_array_equal(own, expected)
+    assert (split[np.isinf(pool)] == 0).all()
 
 # -- where a newcomer starts -------------------------------------------------------------------------------
 

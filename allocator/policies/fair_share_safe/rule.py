@@ -6,6 +6,8 @@ import numpy as np
 
 from allocator.policies.chunks import RuleChunk
 from allocator.policies.fair_share_safe.safe_settings import SafeSettings
+from allocator.policies.hooks import OWN
+from allocator.policies.rows import row_sum
 from allocator.policies.rules import max_min_fair_share
 from allocator.policies.scratch import scratch
 
@@ -28,3 +30,23 @@ def safe_max_min_fair_share(chunk: RuleChunk, settings: SafeSettings) -> np.ndar
     residual_heard = np.add(chunk.usage, chunk.residual, out=scratch("residual_heard", chunk.shape))
     np.maximum(residual_heard, 0.0, out=residual_heard)
     return np.minimum(share, residual_heard, out=share)
+
+
+def own_safe_limit(
+    pool: np.ndarray, fair_share: np.ndarray, counted: np.ndarray, present: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """([G], [G]) slot `OWN`'s split by `safe_max_min_fair_share` and its limit after `chunks.finish`, from the
+    max-min fair shares of the pool the hooks computed already (`fair_share [G, K]`, over the wants the rule reads):
+    the rule computes every broker's row of a [B, g] chunk, of which a broker keeps its own, and its water level is
+    the one of the fair shares (where the pool is bounded). `pool [G]` (`np.inf`: unlimited), `counted` and
+    `present` [G, K] as the hooks hand them to the rule; the numbers are the rule's and `finish`'s, operation for
+    operation (a test holds them to it). fair-share-safe's settings have no shaping knob, so `finish` only clamps."""
+    unlimited = ~np.isfinite(pool)
+    quota = np.where(unlimited, 0.0, pool)  # as the rule computes (`checked_inputs`)
+    share = np.where(unlimited, 0.0, fair_share[:, OWN])  # its water level over a quota of 0: 0
+    usage = np.where(present, counted, 0.0)  # an absent entry reads as 0
+    residual_heard = usage[:, OWN] + (quota - row_sum(usage))
+    split = np.minimum(share, np.maximum(residual_heard, 0.0))
+    limit = np.minimum(split, quota) * present[:, OWN]
+    limit[unlimited & present[:, OWN]] = np.inf
+    return split, limit

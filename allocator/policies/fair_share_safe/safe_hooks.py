@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 from allocator.policies.decisions import CountedAs
-from allocator.policies.fair_share_safe import quota, reporting, start
+from allocator.policies.fair_share_safe import quota, reporting, rule, start
 from allocator.policies.fair_share_safe.counting import EXCESS_TOLERANCE, PeerMemory
 from allocator.policies.hooks import OWN, Hooks, PeerView, Traffic
 from allocator.policies.report_suppressor import ReportSuppressor, Selection
@@ -116,7 +116,11 @@ class SafeHooks(Hooks):
                 )
             counted_peers[:, d] = row_sum(counted[:, OWN + 1 :])
             risers[:, d] = start.risers(wants, fair_share, counted, present, EXCESS_TOLERANCE)
-            new_limit[:, d] = self.rule(pool[:, d], limit[:, d], counted, wants, present)
+            split, new_limit[:, d] = rule.own_safe_limit(pool[:, d], fair_share, counted, present)
+            if self.decisions is not None:
+                record = self.decisions.rule(pool[:, d], limit[:, d], counted, wants, present)
+                record(slice(None), "rule", split[None])
+                record(slice(None), "clamp", new_limit[None, :, d], quota=pool[:, d])
             holds = np.where(view.present, view.usage[:, :, d], np.inf)  # a peer as it last reported
             holds[:, OWN] = new_limit[:, d]
             held_below = holds < (1.0 - HELD_TOLERANCE) * fair_share

@@ -84,7 +84,6 @@ def test_the_rule_never_exceeds_the_quota_nor_the_residual_heard(data):
     assert (new_limit <= np.maximum(quota[:, None] - others_usage, 0) + tolerance[:, None]).all()
 
 
-
 @settings(max_examples=300, deadline=None)
 @given(data=st.data())
 def test_the_hooks_own_limit_is_the_rules_own_row_bit_for_bit(data):
@@ -104,6 +103,7 @@ def test_the_hooks_own_limit_is_the_rules_own_row_bit_for_bit(data):
     split, own = own_safe_limit(pool, fair_share, counted, present)
     np.testing.assert_array_equal(own, expected)
     assert (split[np.isinf(pool)] == 0).all()
+
 
 # -- where a newcomer starts -------------------------------------------------------------------------------
 

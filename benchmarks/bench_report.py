@@ -21,7 +21,9 @@ the max-min fair share after each event, a crashed broker is absent for 10 round
 Each measurement runs `python -m experiments report RUN... --master local[2]` and the peer in fresh processes,
 alternating, `--repeat` times each (median kept): a load that changes during the run weighs on both. Recorded
 too: the report's peak RSS, of its Python driver and of its JVM (sampled every 0.2 s), and the sizes of
-report.html and summary.json.
+report.html and summary.json. The reports start from Spark's class archive, as every report after a machine's
+first does (`experiments.report.class_archive`: recorded first if the machine has none); the peer starts
+without one, as a plain job does.
 
 Run from the repository root: `python -m benchmarks.bench_report` (writes `benchmarks/results/report.json`);
 `--workloads million pip82 pip82_50` for the growth. `--master spark://HOST:PORT` measures both on a Spark
@@ -49,6 +51,7 @@ import pyarrow.parquet as pq
 
 from allocator.policies.waterfill import max_min_fair
 from benchmarks.common import ROOT, command_line, cpu_s, descendants, loadavg_1m, results_path, save_results
+from experiments.report import class_archive
 
 RESULTS = results_path("report")
 CLUSTER_RESULTS = results_path("report-cluster")  # with --master other than MASTER
@@ -229,6 +232,22 @@ spark.stop()
 """
 
 
+RECORD_CLASS_ARCHIVE = """
+from experiments.report.session import spark_session
+spark_session("local[1]", record_classes=True).range(3).count()
+"""
+
+
+def class_archive_ready() -> None:
+    """Spark's class archive recorded, if this machine has none yet, and its JVM waited for (`report.class_archive`):
+    every report but a machine's first starts from it, and a JVM writing it would take a core from a measurement."""
+    archive = class_archive.archive_path(version("pyspark"), class_archive.launched_java())
+    subprocess.run([sys.executable, "-c", RECORD_CLASS_ARCHIVE], cwd=ROOT, check=True, capture_output=True)
+    while class_archive.recording_jvm(archive) is not None:
+        time.sleep(0.2)
+    # the next start keeps the recording as the archive
+
+
 def measured(command: list[str], cwd: Path) -> dict[str, float]:
     """Wall seconds of `command` in a fresh process; the peak RSS (GiB) of it and of its JVM, and the CPU seconds
     of all its processes (the last sample of each, every 0.2 s: a process's last 0.2 s are missed), sampled. On
@@ -302,6 +321,7 @@ def run(repeat: int = 1, workloads: list[str] | None = None, master: str = MASTE
     and print."""
     workloads = workloads or DEFAULT_WORKLOADS
     result: dict = {"master": master, "repeat": repeat, "targets": TARGETS, "workloads": {}}
+    class_archive_ready()
     load_before = loadavg_1m()
     with tempfile.TemporaryDirectory(prefix="bench-report-") as scratch_name:
         scratch = Path(scratch_name)

@@ -49,7 +49,7 @@ def build_report(
     if spark is None:
         say(f"starting Spark ({master})")
     with ThreadPoolExecutor(max_workers=1) as starter:
-        starting = None if spark else starter.submit(spark_session, master, verbose, rows)
+        starting = None if spark else starter.submit(spark_session, master, verbose, rows, record_classes=True)
         # Imported while the JVM starts (a second process: the wait frees the interpreter), not at the top: the
         # CLI imports this package to register `report`, and every other subcommand would otherwise pay for
         # loading pyspark, pandas and plotly (about 2 s).

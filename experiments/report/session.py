@@ -14,9 +14,12 @@ import sys
 import warnings
 from collections.abc import Iterator
 
+import pyspark
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from experiments.errors import UserError
+from experiments.report import class_archive
 
 PANDAS_3_WARNING = "PySpark does not yet fully support pandas"
 PANDAS_COPY_WARNING = "The copy keyword is deprecated"  # PySpark's own astype(copy=False), under pandas 3
@@ -49,7 +52,9 @@ SHUFFLE_PARTITIONS = 4  # the session's; the `rounds` rows' shuffle takes more f
 ROWS_PER_SHUFFLE_PARTITION = 1_000_000  # `rounds` rows: a partition's sort of them fits the driver's memory
 
 
-def spark_session(master: str = "local[*]", verbose: bool = False, rows: int = 0) -> SparkSession:
+def spark_session(
+    master: str = "local[*]", verbose: bool = False, rows: int = 0, record_classes: bool = False
+) -> SparkSession:
     """Get or create the `quotalab` SparkSession on `master`, sized for the aggregations of `rows` `rounds` rows
     on a laptop.
 
@@ -57,9 +62,15 @@ def spark_session(master: str = "local[*]", verbose: bool = False, rows: int = 0
     is and `master` and `rows` are ignored. Few shuffle partitions because the aggregated tables are small
     (`rounds_partitions` for the one shuffle of the rows); no UI; UTC. The driver's JVM collects with the serial
     GC and does not verify Spark's classes, and up to `C1_ONLY_UP_TO_ROWS` compiles with C1 only
-    (`DRIVER_JAVA_OPTIONS`; past it `LARGE_DRIVER_JAVA_OPTIONS`).
+    (`DRIVER_JAVA_OPTIONS`; past it `LARGE_DRIVER_JAVA_OPTIONS`). It maps Spark's classes from the class archive
+    when there is one (`class_archive`); with `record_classes`, a new JVM records it as it exits when there is
+    none (what `quotalab report` and `demo` ask: their JVM ends with their process).
     """
+    if SparkContext._active_spark_context is not None:
+        return _started(SparkSession.builder.getOrCreate(), verbose)
     java_options = DRIVER_JAVA_OPTIONS if rows <= C1_ONLY_UP_TO_ROWS else LARGE_DRIVER_JAVA_OPTIONS
+    archive = class_archive.archive_path(pyspark.__version__, class_archive.launched_java())
+    use = class_archive.archive_use(archive, record_classes)
     # Any Python worker of a local master must be this interpreter (same pandas, pyarrow, allocator).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
@@ -72,14 +83,36 @@ def spark_session(master: str = "local[*]", verbose: bool = False, rows: int = 0
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
         .config("spark.sql.execution.replaceHashWithSortAgg", "true")  # metrics.round_cells
-        .config("spark.driver.extraJavaOptions", java_options)
     )
     try:
-        with contextlib.nullcontext() if verbose else _stderr_to_devnull(), pandas_3_accepted():
-            session = builder.getOrCreate()  # PySpark checks the pandas version as it starts: the same warning
+        session = _start(builder, f"{java_options} {use.java_options}", verbose)
     except Exception as error:  # PySparkRuntimeError (JAVA_GATEWAY_EXITED), Py4J errors: the JVM did not start
-        hint = "" if verbose else "; run again with --verbose to see Spark's output"
-        raise UserError(f"Spark did not start on {master} ({' '.join(str(error).split())[:200]}){hint}") from None
+        if use.recording:
+            class_archive.recording_by(use, None)
+        if use.recording or not use.java_options:
+            raise _not_started(master, verbose, error) from None
+        class_archive.discard(archive)  # damaged: the JVM crashed as it mapped it
+        try:
+            session = _start(builder, java_options, verbose)
+        except Exception as again:
+            raise _not_started(master, verbose, again) from None
+    if use.recording:
+        class_archive.recording_by(use, SparkContext._gateway.proc.pid)
+    return _started(session, verbose)
+
+
+def _start(builder: SparkSession.Builder, java_options: str, verbose: bool) -> SparkSession:
+    with contextlib.nullcontext() if verbose else _stderr_to_devnull(), pandas_3_accepted():
+        # PySpark checks the pandas version as it starts: the same warning
+        return builder.config("spark.driver.extraJavaOptions", java_options).getOrCreate()
+
+
+def _not_started(master: str, verbose: bool, error: Exception) -> UserError:
+    hint = "" if verbose else "; run again with --verbose to see Spark's output"
+    return UserError(f"Spark did not start on {master} ({' '.join(str(error).split())[:200]}){hint}")
+
+
+def _started(session: SparkSession, verbose: bool) -> SparkSession:
     session.sparkContext.setLogLevel("WARN" if verbose else "ERROR")
     return session
 

@@ -25,7 +25,7 @@ def max_min_fair(capacity: np.ndarray, wants: np.ndarray, present: np.ndarray | 
     wants = np.clip(np.asarray(wants, dtype=np.float64), 0.0, None)
     if present is not None:
         wants = np.where(present, wants, 0.0)
-    level = water_level(capacity, np.ascontiguousarray(wants.T))
+    level = water_level(capacity, wants.T)  # the sort copies the rows it reads: no contiguous copy first
     return np.minimum(wants, level[:, None])
 
 

@@ -100,7 +100,7 @@ class PeerMemory:
         room a peer may have risen into (0 without loss); `newly_listed` [G] the groups where every peer steps
         down at its next allocation for a newcomer the registry lists (another broker); `stepped_down` [G] the
         groups where the registry says every peer has read this newcomer's listing. Updates the memory of
-        `dimension`."""
+        `dimension`; the counts returned are the memory's own array, valid until the next call."""
         n_slots = usage.shape[1]
         self._widen(n_slots)
         within_usage = self.within_usage[:, :n_slots, dimension]
@@ -110,11 +110,13 @@ class PeerMemory:
         within = usage <= (1.0 + EXCESS_TOLERANCE) * fair_share
         beyond = ~within
         first_heard = heard & ~known
-        stepping_down = never_within  # above its share: it steps down
+        # above its share since first heard: it was first heard now, or it was above its share and steps down (as
+        # every peer does for a newcomer), and stays above it
+        never_within |= first_heard
         for_a_newcomer = newly_listed | stepped_down
         if for_a_newcomer.any():
-            stepping_down = stepping_down | for_a_newcomer[:, None]
-        never_within[...] = np.where(first_heard, beyond, stepping_down & beyond)
+            never_within |= for_a_newcomer[:, None]
+        never_within &= beyond
         np.copyto(within_usage, usage, where=within | first_heard)
         unheard = ~heard
         np.copyto(within_usage, 0.0, where=unheard)  # freed: forget
@@ -124,9 +126,13 @@ class PeerMemory:
         believed_for = np.where(never_within, 1, excess_for_rounds)
         # only compared with the usage, so adding a room of 0 (no loss) is skipped: same result, one [G, K] pass less
         could_hold = within_usage + room_left[:, None] if room_left.any() else within_usage
-        believed = np.where(usage <= could_hold, usage, np.maximum(fair_share, within_usage))
-        known_to_hold = np.where(excess_rounds > believed_for, fair_share, believed)
-        counted = np.minimum(usage, known_to_hold, out=known_to_hold)
+        # computed in the memory's own array, step by step (each step overwrites where it applies): what it is
+        # believed to hold, what it is known to hold, then no more than its usage
+        counted = self.counted[:, :n_slots, dimension]
+        np.maximum(fair_share, within_usage, out=counted)
+        np.copyto(counted, usage, where=usage <= could_hold)
+        np.copyto(counted, fair_share, where=excess_rounds > believed_for)
+        np.minimum(usage, counted, out=counted)
         np.copyto(counted, 0.0, where=unheard)
         np.copyto(counted, fair_share, where=silent)
         counted[:, OWN] = usage[:, OWN]
@@ -140,8 +146,7 @@ class PeerMemory:
         if unheard_listed.any() or reserved.any():
             reservation = np.maximum(_newcomer_reservation(counted, fair_share, heard, unheard_listed), reserved)
             reserved[...] = np.where(unheard_listed, reservation, 0.0)
-            counted = np.where(unheard_listed, reservation, counted)
-        self.counted[:, :n_slots, dimension] = counted
+            np.copyto(counted, reservation, where=unheard_listed)
         self.counted[:, n_slots:, dimension] = 0.0
         return counted, made_room
 

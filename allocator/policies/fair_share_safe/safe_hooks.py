@@ -121,11 +121,11 @@ class SafeHooks(Hooks):
                 record = self.decisions.rule(pool[:, d], limit[:, d], counted, wants, present)
                 record(slice(None), "rule", split[None])
                 record(slice(None), "clamp", new_limit[None, :, d], quota=pool[:, d])
-            holds = np.where(view.present, view.usage[:, :, d], np.inf)  # a peer as it last reported
-            holds[:, OWN] = new_limit[:, d]
-            held_below = holds < (1.0 - HELD_TOLERANCE) * fair_share
-            held |= held_below[:, OWN]
-            peer_held |= row_any(held_below[:, OWN + 1 :])
+            held_below = (1.0 - HELD_TOLERANCE) * fair_share
+            held |= new_limit[:, d] < held_below[:, OWN]
+            peer_held_below = view.usage[:, :, d] < held_below  # a peer as it last reported
+            peer_held_below &= view.present
+            peer_held |= row_any(peer_held_below[:, OWN + 1 :])
         freed += made_room
         room = (self.room_left + freed) / risers
         new_limit = start.paced(limit, new_limit, view.loss, room)
@@ -137,7 +137,7 @@ class SafeHooks(Hooks):
         if self.decisions is not None:
             self.decisions.step("listening", new_limit, previous=limit)
         self.room_left = start.unclaimed(pool, counted_peers, new_limit)
-        wasted = (self.room_left > HELD_TOLERANCE * bounded_pool).any(axis=1)
+        wasted = row_any(self.room_left > HELD_TOLERANCE * bounded_pool)
         self.peer_held_for = np.where(peer_held & wasted & serving, self.peer_held_for + 1, 0)
         self.held = (held | (self.peer_held_for > start.rise_rounds(view.loss, HELD_TOLERANCE))) & serving
         self.rounds_served = np.where(serving, self.rounds_served + 1, 0)

@@ -80,6 +80,9 @@ class PeerMemory:
         self.known = np.zeros((n_groups, 1, n_dimensions), dtype=bool)  # heard at the last allocation
         self.never_within = np.zeros((n_groups, 1, n_dimensions), dtype=bool)  # above its share since first heard
         self.reserved = np.zeros((n_groups, 1, n_dimensions))  # a listed peer never heard: its count last time
+        # per dimension: `reserved` may hold a count (a listed peer was unheard at the last allocation); an
+        # allocation without one need not read the [G, K] array back to find it empty
+        self.reserving = np.zeros(n_dimensions, dtype=bool)
 
     def counted_usage(
         self,
@@ -123,7 +126,8 @@ class PeerMemory:
         known[...] = heard
         excess_rounds += 1
         excess_rounds *= heard & beyond
-        believed_for = np.where(never_within, 1, excess_for_rounds)
+        # where no peer was above its share since first heard, one bound for all: no [G, K] array of bounds
+        believed_for = np.where(never_within, 1, excess_for_rounds) if never_within.any() else excess_for_rounds
         # only compared with the usage, so adding a room of 0 (no loss) is skipped: same result, one [G, K] pass less
         could_hold = within_usage + room_left[:, None] if room_left.any() else within_usage
         # computed in the memory's own array, step by step (each step overwrites where it applies): what it is
@@ -142,11 +146,13 @@ class PeerMemory:
             room_made[:, OWN] = 0.0
             counted -= room_made
             made_room = row_sum(room_made)
-        reserved = self.reserved[:, :n_slots, dimension]
-        if unheard_listed.any() or reserved.any():
+        reserving = unheard_listed.any()
+        if reserving or self.reserving[dimension]:
+            reserved = self.reserved[:, :n_slots, dimension]
             reservation = np.maximum(_newcomer_reservation(counted, fair_share, heard, unheard_listed), reserved)
             reserved[...] = np.where(unheard_listed, reservation, 0.0)
             np.copyto(counted, reservation, where=unheard_listed)
+        self.reserving[dimension] = reserving
         self.counted[:, n_slots:, dimension] = 0.0
         return counted, made_room
 

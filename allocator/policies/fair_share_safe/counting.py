@@ -124,8 +124,12 @@ class PeerMemory:
         unheard = ~heard
         np.copyto(within_usage, 0.0, where=unheard)  # freed: forget
         known[...] = heard
-        excess_rounds += 1
-        excess_rounds *= heard & beyond
+        exceeding = heard & beyond
+        if exceeding.any():
+            excess_rounds += 1
+            excess_rounds *= exceeding
+        else:  # the usual round: one write, and no read of the [G, K] counts
+            excess_rounds[...] = 0
         # where no peer was above its share since first heard, one bound for all: no [G, K] array of bounds
         believed_for = np.where(never_within, 1, excess_for_rounds) if never_within.any() else excess_for_rounds
         # only compared with the usage, so adding a room of 0 (no loss) is skipped: same result, one [G, K] pass less

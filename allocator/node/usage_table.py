@@ -363,19 +363,20 @@ class UsageTable:
             older = np.flatnonzero((seq > table_seq[flat]) & (seq < newest[flat]))
             superseded[of_report[older]] = True
 
-        flat, entries, usage = flat[kept], entries[kept], batch.usage[entries[kept]]
+        flat, entries, report_of_kept = flat[kept], entries[kept], of_report[kept]
+        usage, demand = batch.usage[entries], batch.demand[entries]
         n_dimensions = self.usage.shape[2]
         news = ~self.present.reshape(-1)[flat] | _moved(self.usage.reshape(-1, n_dimensions)[flat], usage)
-        news |= _moved(self.demand.reshape(-1, n_dimensions)[flat], batch.demand[entries])
+        news |= _moved(self.demand.reshape(-1, n_dimensions)[flat], demand)
         self.usage.reshape(-1, n_dimensions)[flat] = usage
-        self.demand_known.reshape(-1)[flat] = batch.has_demand[of_report[kept]]
+        self.demand_known.reshape(-1)[flat] = batch.has_demand[report_of_kept]
         if batch.has_demand.any():  # else nothing reads what `demand` holds: it is not known
-            self.demand.reshape(-1, n_dimensions)[flat] = batch.demand[entries]
+            self.demand.reshape(-1, n_dimensions)[flat] = demand
         self.present.reshape(-1)[flat] = usage.any(axis=1)
         self._refreshed_s.reshape(-1)[flat] = now_s
         table_seq[flat] = seq[kept]
-        reports_kept = np.bincount(of_report[kept], minlength=len(batch)) > 0
-        return reports_kept, superseded, np.bincount(of_report[kept], weights=news, minlength=len(batch)) > 0
+        reports_kept = np.bincount(report_of_kept, minlength=len(batch)) > 0
+        return reports_kept, superseded, np.bincount(report_of_kept, weights=news, minlength=len(batch)) > 0
 
     def _slot_held(self, rows: np.ndarray, brokers: np.ndarray) -> np.ndarray:
         """bool[n]: whether broker `brokers[i]` holds a slot in row `rows[i]`."""

@@ -113,8 +113,8 @@ class PeerMemory:
         within = usage <= (1.0 + EXCESS_TOLERANCE) * fair_share
         beyond = ~within
         first_heard = heard & ~known
-        # above its share since first heard: it was first heard now, or it was above its share and steps down (as
-        # every peer does for a newcomer), and stays above it
+        # above its share since first heard: heard first now, or above it at the last allocation (it steps down; so
+        # does every peer for a newcomer), and above it now
         never_within |= first_heard
         for_a_newcomer = newly_listed | stepped_down
         if for_a_newcomer.any():

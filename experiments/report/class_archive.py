@@ -5,12 +5,13 @@ from an archive instead, they are ready at once: a session and its first query 5
 each, this machine), every report a couple of seconds shorter, the demo's and PIP-82's alike.
 
 How: the first report on a machine (per pyspark version and `java`) records: its JVM runs with
-`-XX:ArchiveClassesAtExit` and writes the classes it loaded as it exits, after the report has returned (some
-13 s of one core, once; recording also slows that report: the demo's 27.5 s on a fresh clone, the next 17.9 s). A lock file holds the recording JVM's process id: while it lives, other reports start
-without an archive and do not record; once it has ended, the next report keeps what it wrote as the archive and
-starts from it (`-XX:SharedArchiveFile`). A JVM that cannot use the archive (another build of Java, other jars)
-ignores it. A damaged archive (a JVM killed while it wrote) is the one case that stops a JVM from starting (it
-crashes as it maps it): `session.spark_session` then deletes it and starts again without.
+`-XX:ArchiveClassesAtExit` and writes the classes it loaded as it exits, after the report has returned (some 13 s
+of one core, once; recording also slows that report: the demo's 27.5 s on a fresh clone, the next 17.9 s). A lock
+file holds the recording JVM's process id: while it lives, other reports start without an archive and do not
+record; once it has ended, the next report keeps what it wrote as the archive and starts from it
+(`-XX:SharedArchiveFile`). A JVM that cannot use the archive (another build of Java, other jars) ignores it. A
+damaged archive (a JVM killed while it wrote) is the one case that stops a JVM from starting (it crashes as it maps
+it): `session.spark_session` then deletes it and starts again without.
 
 Nothing else depends on the archive: deleting the folder (`cache_dir()`) only costs the next report its
 recording.

@@ -241,7 +241,7 @@ spark_session("local[1]", record_classes=True).range(3).count()
 def class_archive_ready() -> None:
     """Spark's class archive recorded, if this machine has none yet, and its JVM waited for (`report.class_archive`):
     every report but a machine's first starts from it, and a JVM writing it would take a core from a measurement."""
-    archive = class_archive.archive_path(version("pyspark"), class_archive.launched_java())
+    archive = class_archive.this_machines_archive()
     subprocess.run([sys.executable, "-c", RECORD_CLASS_ARCHIVE], cwd=ROOT, check=True, capture_output=True)
     while class_archive.recording_jvm(archive) is not None:
         time.sleep(0.2)

@@ -14,7 +14,6 @@ import sys
 import warnings
 from collections.abc import Iterator
 
-import pyspark
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
@@ -66,11 +65,7 @@ def spark_session(
     when there is one (`class_archive`); with `record_classes`, a new JVM records it as it exits when there is
     none (what `quotalab report` and `demo` ask: their JVM ends with their process).
     """
-    if SparkContext._active_spark_context is not None:
-        return _started(SparkSession.builder.getOrCreate(), verbose)
     java_options = DRIVER_JAVA_OPTIONS if rows <= C1_ONLY_UP_TO_ROWS else LARGE_DRIVER_JAVA_OPTIONS
-    archive = class_archive.archive_path(pyspark.__version__, class_archive.launched_java())
-    use = class_archive.archive_use(archive, record_classes)
     # Any Python worker of a local master must be this interpreter (same pandas, pyarrow, allocator).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
@@ -84,12 +79,16 @@ def spark_session(
         .config("spark.driver.memory", "2g")
         .config("spark.sql.execution.replaceHashWithSortAgg", "true")  # metrics.round_cells
     )
+    if SparkContext._active_spark_context is not None:  # no JVM to start: the running one takes the settings
+        return _started(_start(builder, java_options, verbose), verbose)
+    archive = class_archive.this_machines_archive()
+    use = class_archive.archive_use(archive, record_classes)
     try:
         session = _start(builder, f"{java_options} {use.java_options}", verbose)
     except Exception as error:  # PySparkRuntimeError (JAVA_GATEWAY_EXITED), Py4J errors: the JVM did not start
         if use.recording:
             class_archive.recording_by(use, None)
-        if use.recording or not use.java_options:
+        if not use.maps:
             raise _not_started(master, verbose, error) from None
         class_archive.discard(archive)  # damaged: the JVM crashed as it mapped it
         try:

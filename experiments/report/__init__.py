@@ -38,7 +38,11 @@ def build_report(
     compares the fallbacks when a run had a silence (`outages`) and draws the ramped quotas of runs that have
     some (`ramps`). Uses `spark` when given, else the shared session on `master` (its start-up lines shown only
     when `verbose`). `progress` is told each step.
+
+    The run directories are checked first (every Parquet page read: `load.read_manifests`), then Java, when the
+    report is to start Spark: a mistake in the runs is named before what is missing outside them.
     """
+    from experiments import prerequisites
     from experiments.report.load import read_manifests, runs_of
     from experiments.report.session import rounds_partitions, spark_session
 
@@ -47,6 +51,7 @@ def build_report(
     located = read_manifests(run_dirs)  # a missing run or table fails here, before Spark starts
     rows = sum(run.rows["rounds"] for run in located.values())
     if spark is None:
+        prerequisites.check_java()  # looked up when called: a test's stand-in for it holds here
         say(f"starting Spark ({master})")
     with ThreadPoolExecutor(max_workers=1) as starter:
         starting = None if spark else starter.submit(spark_session, master, verbose, rows, record_classes=True)

@@ -51,12 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the report, print each run's status and where report.html is."""
-    from experiments.prerequisites import check_java
     from experiments.report import build_report  # pyspark loads only when the command runs
-    from experiments.report.load import read_manifests
 
-    read_manifests(args.run_dirs)  # a mistake in the run directories first, then what is missing outside
-    check_java()
     report = build_report(
         args.run_dirs, args.out or default_out(args.run_dirs), master=args.master, progress=stderr_line,
         verbose=args.verbose,

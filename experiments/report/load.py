@@ -112,6 +112,7 @@ def read_manifests(run_dirs: list[Path] | list[str]) -> dict[str, RunDirectory]:
         rows = {name: sum(count for _, count in found) for name, found in checked.items()}
         located[run_id] = RunDirectory(run_dir, manifest, parts, rows)
         preflight.check_rounds_on_disk(run_dir, manifest, parts["rounds"])
+    preflight.read_pages(checkers.values())
     return located
 
 
@@ -159,7 +160,7 @@ def _run_ids(part: Path, metadata: pq.FileMetaData, column: int) -> set[str | No
     for index in range(metadata.num_row_groups):
         statistics = metadata.row_group(index).column(column).statistics
         if statistics is None or not statistics.has_min_max or statistics.null_count != 0:
-            return set(pq.read_table(part, columns=["run_id"]).column("run_id").unique().to_pylist())
+            return set(preflight.read_column(part, "run_id").unique().to_pylist())
         values |= {statistics.min, statistics.max}
     return values
 

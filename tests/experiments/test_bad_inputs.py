@@ -713,6 +713,15 @@ def test_report_on_a_missing_directory(tmp_path, capsys, no_spark):
     assert line == f"quotalab report: {tmp_path / 'nowhere'}: no such run directory"
 
 
+def test_report_names_the_runs_mistake_before_a_missing_java(tmp_path, capsys, monkeypatch, no_spark, tiny_run):
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no java
+    line = refusal(capsys, ["report", str(tmp_path / "nowhere")])
+    assert line == f"quotalab report: {tmp_path / 'nowhere'}: no such run directory"
+    line = refusal(capsys, ["report", str(tiny_run), "--out", str(tmp_path / "out")])
+    assert line.startswith("quotalab report: Java not found (no java on the PATH)")
+
+
 def test_report_on_a_directory_without_a_manifest(tmp_path, capsys, no_spark):
     line = refusal(capsys, ["report", str(tmp_path)])
     assert line.startswith(f"quotalab report: {tmp_path / 'manifest.json'}: missing")
@@ -736,6 +745,17 @@ def test_report_on_corrupted_data_pages(tmp_path, capsys, no_spark, tiny_run):
     part = sorted((run_dir / "rounds").glob("*.parquet"))[0]
     corrupt_pages(part)
     pq.read_metadata(part)  # the footer still reads
+    line = refusal(capsys, ["report", str(run_dir)])
+    assert line.startswith(f"quotalab report: {part}: damaged Parquet data ("), line
+
+
+def test_report_on_corrupted_data_pages_without_statistics(tmp_path, capsys, no_spark, tiny_run):
+    """A footer without statistics: `run_id` and `round` are read from the pages themselves, before the pages
+    of every part are checked, and fail there as a damaged part too (not a traceback)."""
+    run_dir = shutil.copytree(tiny_run, tmp_path / "run")
+    part = sorted((run_dir / "rounds").glob("*.parquet"))[0]
+    pq.write_table(pq.read_table(part), part, write_statistics=False)
+    corrupt_pages(part)
     line = refusal(capsys, ["report", str(run_dir)])
     assert line.startswith(f"quotalab report: {part}: damaged Parquet data ("), line
 

@@ -186,8 +186,6 @@ def test_cli_passes_the_runs_out_and_master_and_prints_the_page(tmp_path, monkey
         return out_dir / "report.html"
 
     monkeypatch.setattr("experiments.report.build_report", fake_build_report)
-    monkeypatch.setattr("experiments.report.load.read_manifests", lambda run_dirs: {})
-    monkeypatch.setattr("experiments.prerequisites.check_java", lambda: None)
     one, two = tmp_path / "r1", tmp_path / "r2"
     assert main(["report", str(one), "--master", "local[2]"]) == 0
     assert main(["report", str(one), str(two), "--out", str(tmp_path / "out"), "--verbose"]) == 0

@@ -111,6 +111,24 @@ def test_rounds_that_share_the_sort_keys_low_bits_stay_apart(spark):
     }
 
 
+def test_every_dimension_keeps_its_name_and_its_own_rounds(spark):
+    """The rows travel with a known dimension's code (`DIMENSION_CODE`) and any other name as it is: each
+    dimension is its own round, named as it was written."""
+    rows = [
+        rounds_row(0, "a", usage=10, demand=80),
+        rounds_row(0, "b", usage=20, demand=10),
+        rounds_row(0, "a", usage=1, demand=2, dimension="dispatch_bytes_per_s"),
+        rounds_row(0, "a", usage=3, demand=4, dimension="storage_bytes"),  # not a quota dimension the allocator has
+        rounds_row(0, "b", usage=5, demand=6, dimension="storage_bytes"),
+    ]
+    per_round = by_key(group_rounds_of(spark, rows), "dimension")
+    assert {dim: (row["usage"], row["demand"], row["brokers"]) for (dim,), row in per_round.items()} == {
+        "publish_msgs_per_s": (30.0, 90.0, 2),
+        "dispatch_bytes_per_s": (1.0, 2.0, 1),
+        "storage_bytes": (8.0, 10.0, 2),
+    }
+
+
 def test_a_duplicated_row_is_summed_not_an_error(spark):
     rows = [rounds_row(0, "a", usage=10, demand=30), rounds_row(0, "a", usage=10, demand=30)]
     [row] = broker_rounds(spark, rows).collect()

@@ -222,19 +222,21 @@ class LogicalBroker:
         def per_group(values: np.ndarray) -> np.ndarray:
             return per_entry(np.repeat(values, n_dims) if n_dims > 1 else values)
 
+        dimensions = np.tile(np.arange(n_dims, dtype=np.int32), n_groups)
+
         return {
             "round": np.full(n_rows, round_index, dtype=np.int32),
             "t_s": np.full(n_rows, t_s),
             "broker": np.full(n_rows, self.plan.index, dtype=np.int32),
             "group": per_group(self.plan.group_ids.astype(np.int32)),
-            "dimension": np.tile(np.arange(n_dims, dtype=np.int32), n_groups)[limited],
+            "dimension": dimensions if every_entry else dimensions[limited],
             "quota": per_entry(node.quota),
             "limit": per_entry(node.limit),
             "pool": per_entry(node.pool),
             "usage": per_entry(traffic.usage),
             "demand": per_entry(traffic.demand),
             "throttled_s": per_group(traffic.throttled_s),
-            "view_brokers": per_group(node.table.view_brokers()).astype(np.int32),
+            "view_brokers": per_group(node.table.view_brokers().astype(np.int32)),
             "reported": per_group(outbox.reported),
             "report_bytes": per_group(outbox.report_bytes),
             "incarnation": np.full(n_rows, self.state.incarnation, dtype=np.int32),

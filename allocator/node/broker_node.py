@@ -26,11 +26,10 @@ from allocator.node.node_settings import NodeSettings
 from allocator.node.relay import Relay
 from allocator.node.report_reader import Inbox, ReportReader
 from allocator.node.report_sender import Outbox, ReportSender
-from allocator.node.usage_table import OWN, Merge, UsageTable
+from allocator.node.usage_table import Merge, UsageTable
 from allocator.policies.decisions import Decisions
 from allocator.policies.hooks import PeerView, Traffic
 from allocator.policies.report_suppressor import ReportSuppressor
-from allocator.policies.rows import row_sum
 from allocator.ramps.ramped_pool import RampedPools
 from allocator.wire.envelope import check_key
 from allocator.wire.routing import Routes
@@ -331,7 +330,7 @@ class BrokerNode:
 
     def _brokers_in_view(self) -> np.ndarray:
         """[G] the brokers in the view of each group, this one always counted."""
-        return row_sum(self.table.present[:, OWN + 1 : self.table.n_slots]) + 1
+        return self.table.peers_in_view() + 1
 
     def _set_limits(self, limit: np.ndarray, apply: bool = True) -> None:
         """The limits of the groups served, each >= MIN_LIMIT (`np.inf` stays); to the buckets if `apply`."""

@@ -52,6 +52,16 @@ SEQ_SLACK = 8  # sequence numbers a report may be ahead of the last accepted one
 
 
 @dataclass(frozen=True)
+class _PeerSummary:
+    """Per group, what the present peer entries (slots after `OWN`) say, as of the table's last change to them."""
+
+    count: np.ndarray  # int64[G] peers present
+    oldest_refresh_s: np.ndarray  # [G] the oldest of their refresh times (inf: none present)
+    mean_refresh_s: np.ndarray  # [G] their mean (NaN: none present)
+    oldest_s: float  # the oldest refresh time of any present peer entry (inf: none)
+
+
+@dataclass(frozen=True)
 class CleanupRules:
     """When an entry or a report is no longer believed.
 
@@ -99,6 +109,10 @@ class UsageTable:
         self._silent = np.zeros((n_groups, 1), dtype=bool)  # as of the last `mark_silent`
         self._received_s = -np.inf  # when the last batch of reports was merged
         self.news = np.zeros(0, dtype=bool)  # [R] the reports of the last batch that brought news (`merge_many`)
+        # the present peer entries summed up, until they change (`_peers_changed`): most rounds at scale merge no
+        # report and expire nothing, and the round reads the summary several times (expiry, silence, the fallback,
+        # the telemetry)
+        self._peer_summary: _PeerSummary | None = None
         self.slot_broker[:, OWN] = self._broker_index(own_broker)
 
     def __repr__(self) -> str:
@@ -222,21 +236,29 @@ class UsageTable:
         if self.rules.keep_listed:
             listed_anew = serving & ~self.listed[rows, slots] & (self._refreshed_s[rows, slots] < self._received_s)
             self.present[rows[listed_anew], slots[listed_anew]] = False
+            self._peers_changed()
         self.listed[rows, slots] = serving
 
     def expire(self, now_s: float) -> int:
         """Remove the entries of other brokers not refreshed within `stale_after_s` (but for those listed as
         serving the group, with `keep_listed`); returns how many."""
-        stale = self.present & (self._refreshed_s < now_s - self.rules.stale_after_s)
+        oldest_allowed_s = now_s - self.rules.stale_after_s
+        if self._peers().oldest_s >= oldest_allowed_s:  # no peer entry that old: nothing to expire
+            return 0
+        stale = self.present & (self._refreshed_s < oldest_allowed_s)
         if self.rules.keep_listed:
             stale &= ~self.listed
         stale[:, OWN] = False
         self.present &= ~stale
+        self._peers_changed()
         return int(stale.sum())
 
     def mark_silent(self, now_s: float, after_s: float) -> None:
         """Note the present entries of other brokers not refreshed for more than `after_s`: `view` calls them
         silent until the next mark (a cleanup's finding holds for the round)."""
+        if self._peers().oldest_s >= now_s - after_s:  # no peer entry that old: none silent
+            self._silent = np.zeros((len(self.group_ids), self.n_slots), dtype=bool)
+            return
         silent = self.present[:, : self.n_slots] & (self._refreshed_s[:, : self.n_slots] < now_s - after_s)
         silent[:, OWN] = False
         self._silent = silent
@@ -290,7 +312,11 @@ class UsageTable:
 
     def view_brokers(self) -> np.ndarray:
         """Number of brokers present in this broker's view, per group."""
-        return row_sum(self.present[:, : self.n_slots])
+        return self._peers().count + self.present[:, OWN]
+
+    def peers_in_view(self) -> np.ndarray:
+        """int64[G] the number of other brokers present in this broker's view, per group."""
+        return self._peers().count.copy()
 
     def listed_brokers(self) -> np.ndarray:
         """[G] how many brokers the registry lists as serving each group (this one included when it does)."""
@@ -305,9 +331,18 @@ class UsageTable:
 
     def peer_entry_age_s(self, now_s: float) -> tuple[np.ndarray, np.ndarray]:
         """Per group, how long ago each present peer entry was last refreshed (by this broker's clock): the
-        oldest and the mean over the peers in view, NaN for a group with no peer in view.
+        oldest and the mean over the peers in view, NaN for a group with no peer in view."""
+        peers = self._peers()
+        heard = peers.count > 0
+        return np.where(heard, now_s - peers.oldest_refresh_s, np.nan), now_s - peers.mean_refresh_s
 
-        A loop over the few slots, each a whole column (as `allocator.policies.rows` does, for speed)."""
+    # -- internals -------------------------------------------------------------------------------
+
+    def _peers(self) -> _PeerSummary:
+        """The summary of the present peer entries, computed again only after they changed. A loop over the few
+        slots, each a whole column (as `allocator.policies.rows` does, for speed)."""
+        if self._peer_summary is not None:
+            return self._peer_summary
         n_groups = len(self.group_ids)
         oldest_refresh_s, refresh_sum_s, count = np.full(n_groups, np.inf), np.zeros(n_groups), np.zeros(n_groups)
         for slot in range(OWN + 1, self.n_slots):
@@ -316,11 +351,14 @@ class UsageTable:
             np.minimum(oldest_refresh_s, np.where(peer, refreshed_s, np.inf), out=oldest_refresh_s)
             refresh_sum_s += np.where(peer, refreshed_s, 0.0)
             count += peer
-        heard = count > 0
-        mean_refresh_s = np.divide(refresh_sum_s, count, out=np.full(n_groups, np.nan), where=heard)
-        return np.where(heard, now_s - oldest_refresh_s, np.nan), now_s - mean_refresh_s
+        mean_refresh_s = np.divide(refresh_sum_s, count, out=np.full(n_groups, np.nan), where=count > 0)
+        oldest_s = float(oldest_refresh_s.min()) if n_groups else np.inf
+        self._peer_summary = _PeerSummary(count.astype(np.int64), oldest_refresh_s, mean_refresh_s, oldest_s)
+        return self._peer_summary
 
-    # -- internals -------------------------------------------------------------------------------
+    def _peers_changed(self) -> None:
+        """Every write to a peer slot's `present` or `_refreshed_s` calls this: the summary is then out of date."""
+        self._peer_summary = None
 
     def _seq_jumps(self, senders: np.ndarray, seq: np.ndarray, now_s: float) -> np.ndarray:
         """bool[R] the reports whose sequence number is further ahead of their sender's last accepted one than
@@ -374,6 +412,7 @@ class UsageTable:
             self.demand.reshape(-1, n_dimensions)[flat] = demand
         self.present.reshape(-1)[flat] = usage.any(axis=1)
         self._refreshed_s.reshape(-1)[flat] = now_s
+        self._peers_changed()
         table_seq[flat] = seq[kept]
         reports_kept = np.bincount(report_of_kept, minlength=len(batch)) > 0
         return reports_kept, superseded, np.bincount(report_of_kept, weights=news, minlength=len(batch)) > 0
@@ -384,10 +423,16 @@ class UsageTable:
 
     def _slots_of(self, rows: np.ndarray, brokers: np.ndarray) -> np.ndarray:
         """The slot of each (row, broker) entry, taking free slots for the ones not in the table yet."""
-        width = self.slot_broker.shape[1]  # whole rows (free slots never match) and 1-D gathers: ~2x faster
-        hit = np.take(self.slot_broker, rows, axis=0) == brokers[:, None]
-        slots = hit.argmax(axis=1)
-        missing = ~hit.reshape(-1)[np.arange(len(rows)) * width + slots]
+        held = np.take(self.slot_broker, rows, axis=0)  # whole rows: free slots never match
+        # the first slot that holds the broker, a column at a time from the last (numpy's argmax along a row of
+        # 5 runs its loop once per row: ~2x slower)
+        slots = np.zeros(len(rows), dtype=np.intp)
+        found = np.zeros(len(rows), dtype=bool)
+        for slot in range(held.shape[1] - 1, -1, -1):
+            hit = held[:, slot] == brokers
+            np.copyto(slots, slot, where=hit)
+            found |= hit
+        missing = ~found
         if missing.any():
             slots[missing] = self._take_free_slots(rows[missing], brokers[missing])
         return slots
@@ -428,6 +473,7 @@ class UsageTable:
         self.demand_known = widen(self.demand_known, False)
         self._refreshed_s = widen(self._refreshed_s, 0.0)
         self._seq = widen(self._seq, -1)
+        self._peers_changed()
 
     def _clear_broker(self, index: int, unlist: bool = False) -> None:
         """Void every entry of broker `index` and free its slots, but for those the registry lists it in (all of
@@ -435,6 +481,7 @@ class UsageTable:
         slots = self.slot_broker == index
         self._last_seq[index] = -1  # a new incarnation numbers its reports from the start
         self.present[slots] = False
+        self._peers_changed()
         self.demand_known[slots] = False
         self._seq[slots] = -1
         if unlist:

@@ -97,6 +97,7 @@ class BrokerNode:
         self.limiter = GroupLimiter(n_groups, [dim in BYTES_DIMENSIONS for dim in settings.dimensions])
         self._last_admit_s: float | None = None  # the first round covers one interval
         self._round_s = settings.interval_s  # the time the last admitted traffic covered
+        self._claimed: tuple[Traffic, np.ndarray] | None = None  # the last traffic claimed, and its claimed demand
         self.sender = ReportSender(
             name,
             self.group_ids,
@@ -145,11 +146,16 @@ class BrokerNode:
     def claim(self, traffic: Traffic) -> None:
         """This broker's own entry from `traffic` (`admit` claims what it admitted; a liar claims more), with the
         demand its hooks claim: its own entry holds what its peers hear."""
-        self.table.set_own(traffic.usage, self._hooks.claimed_demand(traffic, self._round_s), self.serving)
+        demand = self._hooks.claimed_demand(traffic, self._round_s)
+        self._claimed = (traffic, demand)
+        self.table.set_own(traffic.usage, demand, self.serving)
 
     def build_reports(self, traffic: Traffic, now_s: float) -> Outbox:
         """Encode this round's reports (one per topic) of the groups the hooks select."""
-        demand = self._hooks.claimed_demand(traffic, self._round_s)
+        if self._claimed is not None and self._claimed[0] is traffic:  # the traffic just claimed: its demand, as is
+            demand = self._claimed[1]
+        else:
+            demand = self._hooks.claimed_demand(traffic, self._round_s)
         watched = self._hooks.watched(traffic.usage, demand)
         selection = self._hooks.select_reports(self.suppressor, watched, self.serving, self.loss_meter.chance_all_lost)
         outbox = self.sender.encode(selection, traffic.usage, demand, self.incarnation, now_s)

@@ -106,7 +106,8 @@ class UsageTable:
         self.demand_known = np.zeros((n_groups, 1), dtype=bool)
         self._refreshed_s = np.zeros((n_groups, 1))
         self._seq = np.full((n_groups, 1), -1, dtype=np.int64)
-        self._silent = np.zeros((n_groups, 1), dtype=bool)  # as of the last `mark_silent`
+        self._silent = np.zeros((n_groups, 1), dtype=bool)  # as of the last `mark_silent`, read if `_any_silent`
+        self._any_silent = False  # the last `mark_silent` found a silent entry
         self._received_s = -np.inf  # when the last batch of reports was merged
         self.news = np.zeros(0, dtype=bool)  # [R] the reports of the last batch that brought news (`merge_many`)
         # the present peer entries summed up, until they change (`_peers_changed`): most rounds at scale merge no
@@ -257,27 +258,30 @@ class UsageTable:
         """Note the present entries of other brokers not refreshed for more than `after_s`: `view` calls them
         silent until the next mark (a cleanup's finding holds for the round)."""
         if self._peers().oldest_s >= now_s - after_s:  # no peer entry that old: none silent
-            self._silent = np.zeros((len(self.group_ids), self.n_slots), dtype=bool)
+            self._any_silent = False
             return
         silent = self.present[:, : self.n_slots] & (self._refreshed_s[:, : self.n_slots] < now_s - after_s)
         silent[:, OWN] = False
         self._silent = silent
+        self._any_silent = bool(silent.any())
 
     def view(self, rows: np.ndarray | slice = slice(None), acknowledged: bool = False, loss: float = 0.0) -> PeerView:
         """The table as a policy's hooks read it, for the groups of `rows` (all by default); `acknowledged` and
         `loss` are the broker's to tell (`PeerView`)."""
         n_slots = self.n_slots
         present = self.present[rows, :n_slots]
-        demand_known = self.demand_known[rows, :n_slots][present].all()
+        demand_known = not (present & ~self.demand_known[rows, :n_slots]).any()  # no gather of the present ones
         silent = np.zeros(present.shape, dtype=bool)
-        width = min(n_slots, self._silent.shape[1])  # slots taken since the last mark are not silent
-        silent[:, :width] = self._silent[rows, :width]
+        if self._any_silent:
+            width = min(n_slots, self._silent.shape[1])  # slots taken since the last mark are not silent
+            silent[:, :width] = self._silent[rows, :width]
+            silent &= present
         return PeerView(
             usage=self.usage[rows, :n_slots],
             demand=self.demand[rows, :n_slots] if demand_known else None,
             present=present,
             listed=self.listed[rows, :n_slots],
-            silent=silent & present,
+            silent=silent,
             has_roster=self.has_roster,
             acknowledged=acknowledged,
             loss=loss,

@@ -86,9 +86,6 @@ class BrokerNode:
         self.known_brokers = set(known_brokers) if known_brokers is not None else None
         policy = settings.policy
         self._hooks = policy.policy.hooks(policy, n_groups, n_dimensions, settings.force_every, settings.report_demand)
-        self.table = UsageTable(
-            name, self.group_ids, n_dimensions, settings.cleanup_rules(policy.policy.keeps_listed_peers)
-        )
         watched = self._hooks.watched(np.zeros((n_groups, n_dimensions)), np.zeros((n_groups, n_dimensions)))
         self.suppressor = ReportSuppressor(n_groups, watched.shape[1], settings.threshold_pct, settings.force_every)
         self.loss_meter = LossMeter(name)
@@ -108,6 +105,8 @@ class BrokerNode:
             reports_demand=settings.report_demand or policy.policy.claims_estimated_demand,
         )
         self.relay = Relay(self.sender.routes, settings.wire, policy.policy.relays_news)
+        rules = settings.cleanup_rules(policy.policy.keeps_listed_peers)
+        self.table = UsageTable(name, self.group_ids, n_dimensions, rules, tracks_news=self.relay.enabled)
         self.reader = ReportReader(settings, group_names=group_names, known_brokers=self.known_brokers)
         self.ramps = RampedPools(settings.ramps, self.group_ids)
         self.pool = self.ramps.capped(self.quota)  # [G, D] what the policy splits

@@ -62,6 +62,19 @@ class _PeerSummary:
 
 
 @dataclass(frozen=True)
+class _EntrySlots:
+    """Where the entries of a batch went, every report live and every group held: `flat` indexes the [G, K] arrays,
+    for that layout of the batch (its reports' `senders`, `offsets` and `group_ids`) and the slots as they were
+    (`slot_changes`). A forced report of every peer comes round after round in the same layout."""
+
+    senders: np.ndarray
+    offsets: np.ndarray
+    group_ids: np.ndarray
+    slot_changes: int
+    flat: np.ndarray
+
+
+@dataclass(frozen=True)
 class CleanupRules:
     """When an entry or a report is no longer believed.
 
@@ -83,7 +96,11 @@ class CleanupRules:
 class UsageTable:
     """One broker's view of every broker's usage for the groups it serves."""
 
-    def __init__(self, own_broker: str, group_ids: np.ndarray, n_dimensions: int, rules: CleanupRules):
+    def __init__(
+        self, own_broker: str, group_ids: np.ndarray, n_dimensions: int, rules: CleanupRules, tracks_news: bool = True
+    ):
+        """`tracks_news`: `merge_many` tells which reports brought news (`news`), as a broker that passes news on
+        reads it; without, `news` stays None and a merge compares no entry with the one it replaces."""
         self.own_broker = own_broker
         self.rules = rules
         self.group_ids = np.asarray(group_ids, dtype=np.int64)
@@ -109,11 +126,15 @@ class UsageTable:
         self._silent = np.zeros((n_groups, 1), dtype=bool)  # as of the last `mark_silent`, read if `_any_silent`
         self._any_silent = False  # the last `mark_silent` found a silent entry
         self._received_s = -np.inf  # when the last batch of reports was merged
-        self.news = np.zeros(0, dtype=bool)  # [R] the reports of the last batch that brought news (`merge_many`)
+        self.tracks_news = tracks_news
+        # [R] the reports of the last batch that brought news (`merge_many`), if `tracks_news`
+        self.news: np.ndarray | None = np.zeros(0, dtype=bool) if tracks_news else None
         # the present peer entries summed up, until they change (`_peers_changed`): most rounds at scale merge no
         # report and expire nothing, and the round reads the summary several times (expiry, silence, the fallback,
         # the telemetry)
         self._peer_summary: _PeerSummary | None = None
+        self._slot_changes = 0  # how many times `slot_broker` changed: a slot found before is still the one
+        self._entry_slots: _EntrySlots | None = None  # of the last batch merged whole
         self.slot_broker[:, OWN] = self._broker_index(own_broker)
 
     def __repr__(self) -> str:
@@ -171,12 +192,13 @@ class UsageTable:
         The batch acts as if its reports came one after the other, except that a report is counted as
         accepted only if one of its entries is kept: a report whose every entry a newer one of the same batch
         replaces, or that comes from an incarnation older than another report of the batch, is discarded.
-        `news` then says which reports brought news: an entry not present before, or a usage or demand that moved
-        by more than `NEWS_CHANGE` (a copy of a change already heard, or a forced report of the same rates, is none).
+        `news` then says which reports brought news (with `tracks_news`): an entry not present before, or a usage or
+        demand that moved by more than `NEWS_CHANGE` (a copy of a change already heard, or a forced report of the same
+        rates, is none).
         """
         self._received_s = now_s
         if not len(batch):  # a round with no report (most rounds of a steady cluster): nothing to check or write
-            self.news = np.zeros(0, dtype=bool)
+            self.news = np.zeros(0, dtype=bool) if self.tracks_news else None
             return []
         sent_s = np.array(batch.sent_at_ms, dtype=np.float64) / 1000.0
         too_old = sent_s < now_s - self.rules.max_report_age_s
@@ -375,20 +397,34 @@ class UsageTable:
 
     def _merge_entries(
         self, batch: ReportBatch, live: np.ndarray, senders: np.ndarray, now_s: float
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """Write the entries of the `live` reports of `batch` that are newer than the table and than every other
         entry of the batch for the same slot; returns three bool[len(batch)]: one of the report's entries was kept,
         one was newer than the table but older than another report of the batch for its slot (superseded), and one
-        of the kept entries is news (new, or its usage or demand moved by more than `NEWS_CHANGE`)."""
-        counts = np.diff(batch.offsets)
-        entries = np.flatnonzero(np.repeat(live, counts))
-        rows, known = self.local_rows(batch.group_ids[entries])
-        entries, rows = entries[known], rows[known]
-        of_report = np.repeat(np.arange(len(batch)), counts)[entries]
+        of the kept entries is news (new, or its usage or demand moved by more than `NEWS_CHANGE`; None unless
+        `tracks_news`)."""
+        of_report = np.repeat(np.arange(len(batch)), np.diff(batch.offsets))
+        last = self._entry_slots
+        if (
+            last is not None
+            and last.slot_changes == self._slot_changes
+            and live.all()
+            and np.array_equal(last.senders, senders)
+            and np.array_equal(last.offsets, batch.offsets)
+            and np.array_equal(last.group_ids, batch.group_ids)
+        ):  # the layout of the last batch merged whole, into the same slots: no lookup of rows or slots
+            entries, flat = np.arange(len(of_report)), last.flat
+        else:
+            entries = np.flatnonzero(live[of_report])
+            rows, known = self.local_rows(batch.group_ids[entries])
+            entries, rows = entries[known], rows[known]
+            slots = self._slots_of(rows, senders[of_report[entries]])
+            flat = rows * self.slot_broker.shape[1] + slots  # index into the [G, K] arrays, all C-contiguous
+            if len(entries) == len(of_report):  # every report live, every group held
+                layout = (senders.copy(), batch.offsets, batch.group_ids)
+                self._entry_slots = _EntrySlots(*layout, self._slot_changes, flat)
+        of_report = of_report[entries]
         seq = np.array(batch.seq, dtype=np.int64)[of_report]
-        slots = self._slots_of(rows, senders[of_report])
-
-        flat = rows * self.slot_broker.shape[1] + slots  # index into the [G, K] arrays, all C-contiguous
         table_seq = self._seq.reshape(-1)
         kept = np.flatnonzero(seq > table_seq[flat])
         superseded = np.zeros(len(batch), dtype=bool)
@@ -408,8 +444,10 @@ class UsageTable:
         flat, entries, report_of_kept = flat[kept], entries[kept], of_report[kept]
         usage, demand = batch.usage[entries], batch.demand[entries]
         n_dimensions = self.usage.shape[2]
-        news = ~self.present.reshape(-1)[flat] | _moved(self.usage.reshape(-1, n_dimensions)[flat], usage)
-        news |= _moved(self.demand.reshape(-1, n_dimensions)[flat], demand)
+        news = None
+        if self.tracks_news:
+            news = ~self.present.reshape(-1)[flat] | _moved(self.usage.reshape(-1, n_dimensions)[flat], usage)
+            news |= _moved(self.demand.reshape(-1, n_dimensions)[flat], demand)
         self.usage.reshape(-1, n_dimensions)[flat] = usage
         self.demand_known.reshape(-1)[flat] = batch.has_demand[report_of_kept]
         if batch.has_demand.any():  # else nothing reads what `demand` holds: it is not known
@@ -419,7 +457,9 @@ class UsageTable:
         self._peers_changed()
         table_seq[flat] = seq[kept]
         reports_kept = np.bincount(report_of_kept, minlength=len(batch)) > 0
-        return reports_kept, superseded, np.bincount(report_of_kept, weights=news, minlength=len(batch)) > 0
+        if news is not None:
+            news = np.bincount(report_of_kept, weights=news, minlength=len(batch)) > 0
+        return reports_kept, superseded, news
 
     def _slot_held(self, rows: np.ndarray, brokers: np.ndarray) -> np.ndarray:
         """bool[n]: whether broker `brokers[i]` holds a slot in row `rows[i]`."""
@@ -454,6 +494,7 @@ class UsageTable:
         free = np.take(self.slot_broker, new_rows, axis=0) == FREE
         slots = (np.cumsum(free, axis=1) > rank[:, None]).argmax(axis=1)  # the (rank + 1)-th free slot
         self.slot_broker[new_rows, slots] = new_brokers
+        self._slot_changes += 1
         self.n_slots = max(self.n_slots, int(slots.max()) + 1)
         return slots[pair_of]
 
@@ -477,6 +518,7 @@ class UsageTable:
         self.demand_known = widen(self.demand_known, False)
         self._refreshed_s = widen(self._refreshed_s, 0.0)
         self._seq = widen(self._seq, -1)
+        self._slot_changes += 1  # the flat indices change with the width
         self._peers_changed()
 
     def _clear_broker(self, index: int, unlist: bool = False) -> None:
@@ -491,6 +533,7 @@ class UsageTable:
         if unlist:
             self.listed[slots] = False
         self.slot_broker[slots & ~self.listed] = FREE
+        self._slot_changes += 1
 
     def _broker_index(self, broker: str) -> int:
         index = self._index.get(broker)

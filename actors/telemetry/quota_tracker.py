@@ -52,8 +52,13 @@ class QuotaRound:
 
     @property
     def throttle_events(self) -> np.ndarray:
-        """int32[G]: throttling that began this round, every reason counted."""
-        return np.sum([throttling.events for throttling in self.by_reason.values()], axis=0, dtype=np.int32)
+        """int32[G]: throttling that began this round, every reason counted (a sum of int32 arrays: no stacking of
+        them first, as `np.sum` of a list does)."""
+        first, *others = [throttling.events for throttling in self.by_reason.values()]
+        events = first.astype(np.int32)  # a copy
+        for more in others:
+            events += more
+        return events
 
 
 class QuotaTracker:

@@ -106,6 +106,17 @@ class TokenBucketArray:
         self.capacity = capacity
         self._balance = np.where(np.isinf(rate), np.inf, refill(balance, rate, capacity, 0))
 
+    def hold_for(self, seconds: float, now_ns: int) -> None:
+        """Set every capacity to `seconds` of its rate (`set_rate` with the same rates and `capacity=rate *
+        seconds`), keeping balance and debt; `seconds` > 0. The rates were checked when set, so nothing is checked
+        again: this runs every round for every group (`GroupLimiter.admit`)."""
+        if not seconds > 0:
+            raise ValueError(f"seconds must be > 0, got {seconds!r}")
+        capacity = self.rate_per_s * seconds  # inf for an unlimited group
+        # refill by no time: the cap; an unlimited group's balance is inf and stays inf
+        self._balance = refill(self._advance(now_ns), self.rate_per_s, capacity, 0)
+        self.capacity = capacity
+
     def _advance(self, now_ns: int) -> np.ndarray:
         """Refill every bucket for the time since the last call; returns the live balance array."""
         if self._last_ns is None:

@@ -39,7 +39,7 @@ class GroupLimiter:
         now_ns, dt_ns = int(now_s * 1e9), int(dt_s * 1e9)
         held_s = max(self._interval_s, dt_s)
         for bucket in self._buckets:  # as of the round's start, the buckets' last update (`set_limits`): no refill
-            bucket.set_rate(bucket.rate_per_s, now_ns - dt_ns, capacity=bucket.rate_per_s * held_s)
+            bucket.hold_for(held_s, now_ns - dt_ns)
         tokens = np.stack([bucket.available(now_ns) for bucket in self._buckets], axis=1)
         admitted_msgs = np.minimum(demand_msgs_per_s * dt_s, (tokens / cost).min(axis=1))
         for index, bucket in enumerate(self._buckets):

@@ -26,11 +26,10 @@ from allocator.node.node_settings import NodeSettings
 from allocator.node.relay import Relay
 from allocator.node.report_reader import Inbox, ReportReader
 from allocator.node.report_sender import Outbox, ReportSender
-from allocator.node.usage_table import OWN, Merge, UsageTable
+from allocator.node.usage_table import Merge, UsageTable
 from allocator.policies.decisions import Decisions
 from allocator.policies.hooks import PeerView, Traffic
 from allocator.policies.report_suppressor import ReportSuppressor
-from allocator.policies.rows import row_sum
 from allocator.ramps.ramped_pool import RampedPools
 from allocator.wire.envelope import check_key
 from allocator.wire.routing import Routes
@@ -87,9 +86,6 @@ class BrokerNode:
         self.known_brokers = set(known_brokers) if known_brokers is not None else None
         policy = settings.policy
         self._hooks = policy.policy.hooks(policy, n_groups, n_dimensions, settings.force_every, settings.report_demand)
-        self.table = UsageTable(
-            name, self.group_ids, n_dimensions, settings.cleanup_rules(policy.policy.keeps_listed_peers)
-        )
         watched = self._hooks.watched(np.zeros((n_groups, n_dimensions)), np.zeros((n_groups, n_dimensions)))
         self.suppressor = ReportSuppressor(n_groups, watched.shape[1], settings.threshold_pct, settings.force_every)
         self.loss_meter = LossMeter(name)
@@ -98,6 +94,7 @@ class BrokerNode:
         self.limiter = GroupLimiter(n_groups, [dim in BYTES_DIMENSIONS for dim in settings.dimensions])
         self._last_admit_s: float | None = None  # the first round covers one interval
         self._round_s = settings.interval_s  # the time the last admitted traffic covered
+        self._claimed: tuple[Traffic, np.ndarray] | None = None  # the last traffic claimed, and its claimed demand
         self.sender = ReportSender(
             name,
             self.group_ids,
@@ -108,6 +105,8 @@ class BrokerNode:
             reports_demand=settings.report_demand or policy.policy.claims_estimated_demand,
         )
         self.relay = Relay(self.sender.routes, settings.wire, policy.policy.relays_news)
+        rules = settings.cleanup_rules(policy.policy.keeps_listed_peers)
+        self.table = UsageTable(name, self.group_ids, n_dimensions, rules, tracks_news=self.relay.enabled)
         self.reader = ReportReader(settings, group_names=group_names, known_brokers=self.known_brokers)
         self.ramps = RampedPools(settings.ramps, self.group_ids)
         self.pool = self.ramps.capped(self.quota)  # [G, D] what the policy splits
@@ -146,11 +145,16 @@ class BrokerNode:
     def claim(self, traffic: Traffic) -> None:
         """This broker's own entry from `traffic` (`admit` claims what it admitted; a liar claims more), with the
         demand its hooks claim: its own entry holds what its peers hear."""
-        self.table.set_own(traffic.usage, self._hooks.claimed_demand(traffic, self._round_s), self.serving)
+        demand = self._hooks.claimed_demand(traffic, self._round_s)
+        self._claimed = (traffic, demand)
+        self.table.set_own(traffic.usage, demand, self.serving)
 
     def build_reports(self, traffic: Traffic, now_s: float) -> Outbox:
         """Encode this round's reports (one per topic) of the groups the hooks select."""
-        demand = self._hooks.claimed_demand(traffic, self._round_s)
+        if self._claimed is not None and self._claimed[0] is traffic:  # the traffic just claimed: its demand, as is
+            demand = self._claimed[1]
+        else:
+            demand = self._hooks.claimed_demand(traffic, self._round_s)
         watched = self._hooks.watched(traffic.usage, demand)
         selection = self._hooks.select_reports(self.suppressor, watched, self.serving, self.loss_meter.chance_all_lost)
         outbox = self.sender.encode(selection, traffic.usage, demand, self.incarnation, now_s)
@@ -331,7 +335,7 @@ class BrokerNode:
 
     def _brokers_in_view(self) -> np.ndarray:
         """[G] the brokers in the view of each group, this one always counted."""
-        return row_sum(self.table.present[:, OWN + 1 : self.table.n_slots]) + 1
+        return self.table.peers_in_view() + 1
 
     def _set_limits(self, limit: np.ndarray, apply: bool = True) -> None:
         """The limits of the groups served, each >= MIN_LIMIT (`np.inf` stays); to the buckets if `apply`."""

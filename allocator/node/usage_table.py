@@ -52,6 +52,29 @@ SEQ_SLACK = 8  # sequence numbers a report may be ahead of the last accepted one
 
 
 @dataclass(frozen=True)
+class _PeerSummary:
+    """Per group, what the present peer entries (slots after `OWN`) say, as of the table's last change to them."""
+
+    count: np.ndarray  # int64[G] peers present
+    oldest_refresh_s: np.ndarray  # [G] the oldest of their refresh times (inf: none present)
+    mean_refresh_s: np.ndarray  # [G] their mean (NaN: none present)
+    oldest_s: float  # the oldest refresh time of any present peer entry (inf: none)
+
+
+@dataclass(frozen=True)
+class _EntrySlots:
+    """Where the entries of a batch went, every report live and every group held: `flat` indexes the [G, K] arrays,
+    for that layout of the batch (its reports' `senders`, `offsets` and `group_ids`) and the slots as they were
+    (`slot_changes`). A forced report of every peer comes round after round in the same layout."""
+
+    senders: np.ndarray
+    offsets: np.ndarray
+    group_ids: np.ndarray
+    slot_changes: int
+    flat: np.ndarray
+
+
+@dataclass(frozen=True)
 class CleanupRules:
     """When an entry or a report is no longer believed.
 
@@ -73,7 +96,11 @@ class CleanupRules:
 class UsageTable:
     """One broker's view of every broker's usage for the groups it serves."""
 
-    def __init__(self, own_broker: str, group_ids: np.ndarray, n_dimensions: int, rules: CleanupRules):
+    def __init__(
+        self, own_broker: str, group_ids: np.ndarray, n_dimensions: int, rules: CleanupRules, tracks_news: bool = True
+    ):
+        """`tracks_news`: `merge_many` tells which reports brought news (`news`), as a broker that passes news on
+        reads it; without, `news` stays None and a merge compares no entry with the one it replaces."""
         self.own_broker = own_broker
         self.rules = rules
         self.group_ids = np.asarray(group_ids, dtype=np.int64)
@@ -96,9 +123,18 @@ class UsageTable:
         self.demand_known = np.zeros((n_groups, 1), dtype=bool)
         self._refreshed_s = np.zeros((n_groups, 1))
         self._seq = np.full((n_groups, 1), -1, dtype=np.int64)
-        self._silent = np.zeros((n_groups, 1), dtype=bool)  # as of the last `mark_silent`
+        self._silent = np.zeros((n_groups, 1), dtype=bool)  # as of the last `mark_silent`, read if `_any_silent`
+        self._any_silent = False  # the last `mark_silent` found a silent entry
         self._received_s = -np.inf  # when the last batch of reports was merged
-        self.news = np.zeros(0, dtype=bool)  # [R] the reports of the last batch that brought news (`merge_many`)
+        self.tracks_news = tracks_news
+        # [R] the reports of the last batch that brought news (`merge_many`), if `tracks_news`
+        self.news: np.ndarray | None = np.zeros(0, dtype=bool) if tracks_news else None
+        # the present peer entries summed up, until they change (`_peers_changed`): most rounds at scale merge no
+        # report and expire nothing, and the round reads the summary several times (expiry, silence, the fallback,
+        # the telemetry)
+        self._peer_summary: _PeerSummary | None = None
+        self._slot_changes = 0  # how many times `slot_broker` changed: a slot found before is still the one
+        self._entry_slots: _EntrySlots | None = None  # of the last batch merged whole
         self.slot_broker[:, OWN] = self._broker_index(own_broker)
 
     def __repr__(self) -> str:
@@ -156,12 +192,13 @@ class UsageTable:
         The batch acts as if its reports came one after the other, except that a report is counted as
         accepted only if one of its entries is kept: a report whose every entry a newer one of the same batch
         replaces, or that comes from an incarnation older than another report of the batch, is discarded.
-        `news` then says which reports brought news: an entry not present before, or a usage or demand that moved
-        by more than `NEWS_CHANGE` (a copy of a change already heard, or a forced report of the same rates, is none).
+        `news` then says which reports brought news (with `tracks_news`): an entry not present before, or a usage or
+        demand that moved by more than `NEWS_CHANGE` (a copy of a change already heard, or a forced report of the same
+        rates, is none).
         """
         self._received_s = now_s
         if not len(batch):  # a round with no report (most rounds of a steady cluster): nothing to check or write
-            self.news = np.zeros(0, dtype=bool)
+            self.news = np.zeros(0, dtype=bool) if self.tracks_news else None
             return []
         sent_s = np.array(batch.sent_at_ms, dtype=np.float64) / 1000.0
         too_old = sent_s < now_s - self.rules.max_report_age_s
@@ -222,40 +259,51 @@ class UsageTable:
         if self.rules.keep_listed:
             listed_anew = serving & ~self.listed[rows, slots] & (self._refreshed_s[rows, slots] < self._received_s)
             self.present[rows[listed_anew], slots[listed_anew]] = False
+            self._peers_changed()
         self.listed[rows, slots] = serving
 
     def expire(self, now_s: float) -> int:
         """Remove the entries of other brokers not refreshed within `stale_after_s` (but for those listed as
         serving the group, with `keep_listed`); returns how many."""
-        stale = self.present & (self._refreshed_s < now_s - self.rules.stale_after_s)
+        oldest_allowed_s = now_s - self.rules.stale_after_s
+        if self._peers().oldest_s >= oldest_allowed_s:  # no peer entry that old: nothing to expire
+            return 0
+        stale = self.present & (self._refreshed_s < oldest_allowed_s)
         if self.rules.keep_listed:
             stale &= ~self.listed
         stale[:, OWN] = False
         self.present &= ~stale
+        self._peers_changed()
         return int(stale.sum())
 
     def mark_silent(self, now_s: float, after_s: float) -> None:
         """Note the present entries of other brokers not refreshed for more than `after_s`: `view` calls them
         silent until the next mark (a cleanup's finding holds for the round)."""
+        if self._peers().oldest_s >= now_s - after_s:  # no peer entry that old: none silent
+            self._any_silent = False
+            return
         silent = self.present[:, : self.n_slots] & (self._refreshed_s[:, : self.n_slots] < now_s - after_s)
         silent[:, OWN] = False
         self._silent = silent
+        self._any_silent = bool(silent.any())
 
     def view(self, rows: np.ndarray | slice = slice(None), acknowledged: bool = False, loss: float = 0.0) -> PeerView:
         """The table as a policy's hooks read it, for the groups of `rows` (all by default); `acknowledged` and
         `loss` are the broker's to tell (`PeerView`)."""
         n_slots = self.n_slots
         present = self.present[rows, :n_slots]
-        demand_known = self.demand_known[rows, :n_slots][present].all()
+        demand_known = not (present & ~self.demand_known[rows, :n_slots]).any()  # no gather of the present ones
         silent = np.zeros(present.shape, dtype=bool)
-        width = min(n_slots, self._silent.shape[1])  # slots taken since the last mark are not silent
-        silent[:, :width] = self._silent[rows, :width]
+        if self._any_silent:
+            width = min(n_slots, self._silent.shape[1])  # slots taken since the last mark are not silent
+            silent[:, :width] = self._silent[rows, :width]
+            silent &= present
         return PeerView(
             usage=self.usage[rows, :n_slots],
             demand=self.demand[rows, :n_slots] if demand_known else None,
             present=present,
             listed=self.listed[rows, :n_slots],
-            silent=silent & present,
+            silent=silent,
             has_roster=self.has_roster,
             acknowledged=acknowledged,
             loss=loss,
@@ -290,7 +338,11 @@ class UsageTable:
 
     def view_brokers(self) -> np.ndarray:
         """Number of brokers present in this broker's view, per group."""
-        return row_sum(self.present[:, : self.n_slots])
+        return self._peers().count + self.present[:, OWN]
+
+    def peers_in_view(self) -> np.ndarray:
+        """int64[G] the number of other brokers present in this broker's view, per group."""
+        return self._peers().count.copy()
 
     def listed_brokers(self) -> np.ndarray:
         """[G] how many brokers the registry lists as serving each group (this one included when it does)."""
@@ -305,9 +357,18 @@ class UsageTable:
 
     def peer_entry_age_s(self, now_s: float) -> tuple[np.ndarray, np.ndarray]:
         """Per group, how long ago each present peer entry was last refreshed (by this broker's clock): the
-        oldest and the mean over the peers in view, NaN for a group with no peer in view.
+        oldest and the mean over the peers in view, NaN for a group with no peer in view."""
+        peers = self._peers()
+        heard = peers.count > 0
+        return np.where(heard, now_s - peers.oldest_refresh_s, np.nan), now_s - peers.mean_refresh_s
 
-        A loop over the few slots, each a whole column (as `allocator.policies.rows` does, for speed)."""
+    # -- internals -------------------------------------------------------------------------------
+
+    def _peers(self) -> _PeerSummary:
+        """The summary of the present peer entries, computed again only after they changed. A loop over the few
+        slots, each a whole column (as `allocator.policies.rows` does, for speed)."""
+        if self._peer_summary is not None:
+            return self._peer_summary
         n_groups = len(self.group_ids)
         oldest_refresh_s, refresh_sum_s, count = np.full(n_groups, np.inf), np.zeros(n_groups), np.zeros(n_groups)
         for slot in range(OWN + 1, self.n_slots):
@@ -316,11 +377,14 @@ class UsageTable:
             np.minimum(oldest_refresh_s, np.where(peer, refreshed_s, np.inf), out=oldest_refresh_s)
             refresh_sum_s += np.where(peer, refreshed_s, 0.0)
             count += peer
-        heard = count > 0
-        mean_refresh_s = np.divide(refresh_sum_s, count, out=np.full(n_groups, np.nan), where=heard)
-        return np.where(heard, now_s - oldest_refresh_s, np.nan), now_s - mean_refresh_s
+        mean_refresh_s = np.divide(refresh_sum_s, count, out=np.full(n_groups, np.nan), where=count > 0)
+        oldest_s = float(oldest_refresh_s.min()) if n_groups else np.inf
+        self._peer_summary = _PeerSummary(count.astype(np.int64), oldest_refresh_s, mean_refresh_s, oldest_s)
+        return self._peer_summary
 
-    # -- internals -------------------------------------------------------------------------------
+    def _peers_changed(self) -> None:
+        """Every write to a peer slot's `present` or `_refreshed_s` calls this: the summary is then out of date."""
+        self._peer_summary = None
 
     def _seq_jumps(self, senders: np.ndarray, seq: np.ndarray, now_s: float) -> np.ndarray:
         """bool[R] the reports whose sequence number is further ahead of their sender's last accepted one than
@@ -333,20 +397,34 @@ class UsageTable:
 
     def _merge_entries(
         self, batch: ReportBatch, live: np.ndarray, senders: np.ndarray, now_s: float
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """Write the entries of the `live` reports of `batch` that are newer than the table and than every other
         entry of the batch for the same slot; returns three bool[len(batch)]: one of the report's entries was kept,
         one was newer than the table but older than another report of the batch for its slot (superseded), and one
-        of the kept entries is news (new, or its usage or demand moved by more than `NEWS_CHANGE`)."""
-        counts = np.diff(batch.offsets)
-        entries = np.flatnonzero(np.repeat(live, counts))
-        rows, known = self.local_rows(batch.group_ids[entries])
-        entries, rows = entries[known], rows[known]
-        of_report = np.repeat(np.arange(len(batch)), counts)[entries]
+        of the kept entries is news (new, or its usage or demand moved by more than `NEWS_CHANGE`; None unless
+        `tracks_news`)."""
+        of_report = np.repeat(np.arange(len(batch)), np.diff(batch.offsets))
+        last = self._entry_slots
+        if (
+            last is not None
+            and last.slot_changes == self._slot_changes
+            and live.all()
+            and np.array_equal(last.senders, senders)
+            and np.array_equal(last.offsets, batch.offsets)
+            and np.array_equal(last.group_ids, batch.group_ids)
+        ):  # the layout of the last batch merged whole, into the same slots: no lookup of rows or slots
+            entries, flat = np.arange(len(of_report)), last.flat
+        else:
+            entries = np.flatnonzero(live[of_report])
+            rows, known = self.local_rows(batch.group_ids[entries])
+            entries, rows = entries[known], rows[known]
+            slots = self._slots_of(rows, senders[of_report[entries]])
+            flat = rows * self.slot_broker.shape[1] + slots  # index into the [G, K] arrays, all C-contiguous
+            if len(entries) == len(of_report):  # every report live, every group held
+                layout = (senders.copy(), batch.offsets, batch.group_ids)
+                self._entry_slots = _EntrySlots(*layout, self._slot_changes, flat)
+        of_report = of_report[entries]
         seq = np.array(batch.seq, dtype=np.int64)[of_report]
-        slots = self._slots_of(rows, senders[of_report])
-
-        flat = rows * self.slot_broker.shape[1] + slots  # index into the [G, K] arrays, all C-contiguous
         table_seq = self._seq.reshape(-1)
         kept = np.flatnonzero(seq > table_seq[flat])
         superseded = np.zeros(len(batch), dtype=bool)
@@ -366,17 +444,22 @@ class UsageTable:
         flat, entries, report_of_kept = flat[kept], entries[kept], of_report[kept]
         usage, demand = batch.usage[entries], batch.demand[entries]
         n_dimensions = self.usage.shape[2]
-        news = ~self.present.reshape(-1)[flat] | _moved(self.usage.reshape(-1, n_dimensions)[flat], usage)
-        news |= _moved(self.demand.reshape(-1, n_dimensions)[flat], demand)
+        news = None
+        if self.tracks_news:
+            news = ~self.present.reshape(-1)[flat] | _moved(self.usage.reshape(-1, n_dimensions)[flat], usage)
+            news |= _moved(self.demand.reshape(-1, n_dimensions)[flat], demand)
         self.usage.reshape(-1, n_dimensions)[flat] = usage
         self.demand_known.reshape(-1)[flat] = batch.has_demand[report_of_kept]
         if batch.has_demand.any():  # else nothing reads what `demand` holds: it is not known
             self.demand.reshape(-1, n_dimensions)[flat] = demand
         self.present.reshape(-1)[flat] = usage.any(axis=1)
         self._refreshed_s.reshape(-1)[flat] = now_s
+        self._peers_changed()
         table_seq[flat] = seq[kept]
         reports_kept = np.bincount(report_of_kept, minlength=len(batch)) > 0
-        return reports_kept, superseded, np.bincount(report_of_kept, weights=news, minlength=len(batch)) > 0
+        if news is not None:
+            news = np.bincount(report_of_kept, weights=news, minlength=len(batch)) > 0
+        return reports_kept, superseded, news
 
     def _slot_held(self, rows: np.ndarray, brokers: np.ndarray) -> np.ndarray:
         """bool[n]: whether broker `brokers[i]` holds a slot in row `rows[i]`."""
@@ -384,10 +467,16 @@ class UsageTable:
 
     def _slots_of(self, rows: np.ndarray, brokers: np.ndarray) -> np.ndarray:
         """The slot of each (row, broker) entry, taking free slots for the ones not in the table yet."""
-        width = self.slot_broker.shape[1]  # whole rows (free slots never match) and 1-D gathers: ~2x faster
-        hit = np.take(self.slot_broker, rows, axis=0) == brokers[:, None]
-        slots = hit.argmax(axis=1)
-        missing = ~hit.reshape(-1)[np.arange(len(rows)) * width + slots]
+        held = np.take(self.slot_broker, rows, axis=0)  # whole rows: free slots never match
+        # the first slot that holds the broker, a column at a time from the last (numpy's argmax along a row of
+        # 5 runs its loop once per row: ~2x slower)
+        slots = np.zeros(len(rows), dtype=np.intp)
+        found = np.zeros(len(rows), dtype=bool)
+        for slot in range(held.shape[1] - 1, -1, -1):
+            hit = held[:, slot] == brokers
+            np.copyto(slots, slot, where=hit)
+            found |= hit
+        missing = ~found
         if missing.any():
             slots[missing] = self._take_free_slots(rows[missing], brokers[missing])
         return slots
@@ -405,6 +494,7 @@ class UsageTable:
         free = np.take(self.slot_broker, new_rows, axis=0) == FREE
         slots = (np.cumsum(free, axis=1) > rank[:, None]).argmax(axis=1)  # the (rank + 1)-th free slot
         self.slot_broker[new_rows, slots] = new_brokers
+        self._slot_changes += 1
         self.n_slots = max(self.n_slots, int(slots.max()) + 1)
         return slots[pair_of]
 
@@ -428,6 +518,8 @@ class UsageTable:
         self.demand_known = widen(self.demand_known, False)
         self._refreshed_s = widen(self._refreshed_s, 0.0)
         self._seq = widen(self._seq, -1)
+        self._slot_changes += 1  # the flat indices change with the width
+        self._peers_changed()
 
     def _clear_broker(self, index: int, unlist: bool = False) -> None:
         """Void every entry of broker `index` and free its slots, but for those the registry lists it in (all of
@@ -435,11 +527,13 @@ class UsageTable:
         slots = self.slot_broker == index
         self._last_seq[index] = -1  # a new incarnation numbers its reports from the start
         self.present[slots] = False
+        self._peers_changed()
         self.demand_known[slots] = False
         self._seq[slots] = -1
         if unlist:
             self.listed[slots] = False
         self.slot_broker[slots & ~self.listed] = FREE
+        self._slot_changes += 1
 
     def _broker_index(self, broker: str) -> int:
         index = self._index.get(broker)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -84,6 +85,19 @@ class Routes:
         """The (row, topic) pairs of `rows` sorted by topic, as `encode_split` takes them: the rows, each part's
         topic, and the parts' bounds (part i holds rows `bounds[i]:bounds[i + 1]`). The sort is stable, so rows
         given in increasing order increase within each part."""
+        if len(rows) == self.n_groups and np.array_equal(rows, np.arange(self.n_groups)):
+            return self._every_row_by_topic  # a forced report: every group, the same pairs every time
+        return self._by_topic(rows)
+
+    @cached_property
+    def _every_row_by_topic(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`by_topic` of every row, computed once; read-only, as it is handed out again and again."""
+        parts = self._by_topic(np.arange(self.n_groups))
+        for array in parts:
+            array.flags.writeable = False
+        return parts
+
+    def _by_topic(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         pair_rows, pair_topics = self.pairs(rows)
         if len(pair_rows) == 0:
             return pair_rows, pair_topics, np.zeros(1, dtype=np.int64)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from test_broker_node import T0, node, payloads, usage_of
-from test_usage_table import DIMS, GROUPS, make_table, report
+from test_usage_table import DIMS, GROUPS, RULES, make_table, report
 
 from allocator.node.one_group import registry_round
 from allocator.node.relay import MARK, Relay
 from allocator.node.report_reader import ReportReader
+from allocator.node.usage_table import UsageTable
 from allocator.policies import RECOMMENDED
 from allocator.policies.fair_share_safe.reporting import relayers_needed
 from allocator.wire.codec import decode_report, encode_report
@@ -161,3 +162,16 @@ def test_the_reader_tells_the_position_of_each_report_it_kept():
     assert (batch.brokers, rejected, positions.tolist()) == (["a", "b"], 1, [0, 2])
     batch, rejected, positions = reader.decode([good[0], good[1]], T0, issued={"b": 0})
     assert (batch.brokers, rejected, positions.tolist()) == (["b"], 1, [1])
+
+
+def test_a_table_that_tracks_no_news_merges_the_same_entries_and_tells_none():
+    """A broker that passes no news on (`Relay.enabled` false: interest routes, say) merges without comparing each
+    entry with the one it replaces: the same table, and no `news`."""
+    tracking, untracked = make_table(), UsageTable("me", GROUPS, len(DIMS), RULES, tracks_news=False)
+    for seq, rate in ((1, 100.0), (2, 100.5), (3, 90.0)):
+        batch = ReportBatch.of([report("b", seq, [10, 20], [[rate, 1.0], [rate, 2.0]])], DIMS)
+        assert tracking.merge_many(batch, 100.0) == untracked.merge_many(batch, 100.0)
+        assert untracked.news is None
+    assert tracking.entries().keys() == untracked.entries().keys()
+    for key, usage in tracking.entries().items():
+        np.testing.assert_array_equal(untracked.entries()[key], usage)

@@ -463,3 +463,27 @@ def test_view_usage_sums_the_present_entries_and_peer_ages_count_from_each_refre
     table.merge(report("b", 2, [30], [[0.0, 0.0]], sent_at_s=104.0), now_s=104.0)  # b's traffic stopped
     oldest, mean = table.peer_entry_age_s(now_s=105.0)
     assert (oldest[0], mean[0]) == (2.0, 2.0)  # only c's entry is left for group 30
+
+
+def test_a_batch_in_the_layout_of_the_last_one_goes_to_the_slots_as_they_are_now():
+    """A forced report of every peer comes in the same layout round after round, and its entries go where the last
+    one's went; but not after the slots moved between the two: here the registry removes c (its slots freed) and
+    lists d in group 20 (d takes c's old slot), and c's next incarnation sends the same layout."""
+    table = make_table()
+
+    def layout(seq: int, rate: float, c_incarnation: int = 0) -> ReportBatch:
+        b = report("b", seq, [10, 20], [[rate, 1.0], [rate, 2.0]])
+        c = report("c", seq, [10, 20], [[rate, 3.0], [rate, 4.0]], incarnation=c_incarnation)
+        return ReportBatch.of([b, c], DIMS)
+
+    table.merge_many(layout(1, 5.0), 100.0)
+    c_slot = slot_of(table, 20, "c")
+    assert table.remove_broker("c")
+    table.update_roster(np.array([20]), np.array([0]), np.array([True]), ["d"])
+    assert slot_of(table, 20, "d") == c_slot
+    for seq, rate in ((2, 8.0), (3, 9.0)):  # the layout of the first batch, then again
+        assert table.merge_many(layout(seq, rate, c_incarnation=1), 100.0) == [Merge.ACCEPTED, Merge.ACCEPTED]
+        assert not entry(table, 20, "d")[0] and slot_of(table, 20, "c") != c_slot  # listed, never heard
+        for group, b_usage, c_usage in ((10, [rate, 1.0], [rate, 3.0]), (20, [rate, 2.0], [rate, 4.0])):
+            np.testing.assert_array_equal(entry(table, group, "b")[1], b_usage)
+            np.testing.assert_array_equal(entry(table, group, "c")[1], c_usage)

@@ -83,6 +83,9 @@ class PeerMemory:
         # per dimension: `reserved` may hold a count (a listed peer was unheard at the last allocation); an
         # allocation without one need not read the [G, K] array back to find it empty
         self.reserving = np.zeros(n_dimensions, dtype=bool)
+        # per dimension: `excess_rounds` may hold a count (a peer was above its share at the last allocation); while
+        # none is, an allocation neither clears nor compares the [G, K] counts
+        self.exceeding = np.zeros(n_dimensions, dtype=bool)
 
     def counted_usage(
         self,
@@ -122,16 +125,19 @@ class PeerMemory:
         never_within &= beyond
         np.copyto(within_usage, usage, where=within | first_heard)
         unheard = ~heard
-        np.copyto(within_usage, 0.0, where=unheard)  # freed: forget
+        anyone_unheard = unheard.any()  # the usual round hears every slot in use: no masked writes of nothing
+        if anyone_unheard:
+            np.copyto(within_usage, 0.0, where=unheard)  # freed: forget
         known[...] = heard
         exceeding = heard & beyond
-        if exceeding.any():
+        anyone_exceeding = exceeding.any()
+        if anyone_exceeding:
             excess_rounds += 1
             excess_rounds *= exceeding
-        else:  # the usual round: one write, and no read of the [G, K] counts
+        elif self.exceeding[dimension]:
             excess_rounds[...] = 0
-        # where no peer was above its share since first heard, one bound for all: no [G, K] array of bounds
-        believed_for = np.where(never_within, 1, excess_for_rounds) if never_within.any() else excess_for_rounds
+        # else the usual round: no count was, nor is, above 0, and the [G, K] counts are neither written nor read
+        self.exceeding[dimension] = anyone_exceeding
         # only compared with the usage, so adding a room of 0 (no loss) is skipped: same result, one [G, K] pass less
         could_hold = within_usage + room_left[:, None] if room_left.any() else within_usage
         # computed in the memory's own array, step by step (each step overwrites where it applies): what it is
@@ -139,10 +145,15 @@ class PeerMemory:
         counted = self.counted[:, :n_slots, dimension]
         np.maximum(fair_share, within_usage, out=counted)
         np.copyto(counted, usage, where=usage <= could_hold)
-        np.copyto(counted, fair_share, where=excess_rounds > believed_for)
+        if anyone_exceeding:  # else every count is 0, within the bound (at least 1)
+            # where no peer was above its share since first heard, one bound for all: no [G, K] array of bounds
+            believed_for = np.where(never_within, 1, excess_for_rounds) if never_within.any() else excess_for_rounds
+            np.copyto(counted, fair_share, where=excess_rounds > believed_for)
         np.minimum(usage, counted, out=counted)
-        np.copyto(counted, 0.0, where=unheard)
-        np.copyto(counted, fair_share, where=silent)
+        if anyone_unheard:
+            np.copyto(counted, 0.0, where=unheard)
+        if silent.any():
+            np.copyto(counted, fair_share, where=silent)
         counted[:, OWN] = usage[:, OWN]
         made_room = np.zeros(len(usage))
         if stepped_down.any():
@@ -170,6 +181,8 @@ class PeerMemory:
         now_listed = np.zeros_like(self.listed)
         now_listed[:, : listed.shape[1]] = listed
         now_listed[:, OWN] = False
+        if np.array_equal(now_listed, self.listed):  # the usual allocation: nobody listed anew, nobody gone
+            return np.zeros(len(listed), dtype=bool), np.zeros((self.counted.shape[0], self.counted.shape[2]))
         gone = self.listed & ~now_listed
         gone[:, : listed.shape[1]] &= ~heard
         newly_listed = row_any(now_listed & ~self.listed)

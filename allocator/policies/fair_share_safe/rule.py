@@ -44,7 +44,7 @@ def own_safe_limit(
     unlimited = ~np.isfinite(pool)
     quota = np.where(unlimited, 0.0, pool)  # as the rule computes (`checked_inputs`)
     share = np.where(unlimited, 0.0, fair_share[:, OWN])  # its water level over a quota of 0: 0
-    usage = np.where(present, counted, 0.0)  # an absent entry reads as 0
+    usage = counted if present.all() else np.where(present, counted, 0.0)  # an absent entry reads as 0
     residual_heard = usage[:, OWN] + (quota - row_sum(usage))
     split = np.minimum(share, np.maximum(residual_heard, 0.0))
     limit = np.minimum(split, quota) * present[:, OWN]

@@ -172,9 +172,11 @@ def counted_as(
 def fair_shares(pool: np.ndarray, view: PeerView, d: int) -> tuple[np.ndarray, np.ndarray]:
     """([G, K], [G, K]) what each broker of the view wants in dimension `d` (its demand, else its usage; a peer
     the registry lists but this broker never heard, the whole pool) and its max-min fair share of `pool` [G]."""
-    unheard = view.listed & ~view.present
     wants = view.usage[:, :, d] if view.demand is None else view.demand[:, :, d]
+    if view.present.all():  # every slot in use is present (the usual view at scale): the view's own rates, as is
+        return wants, max_min_fair(pool, wants)
     wants = np.where(view.present, wants, 0.0)
+    unheard = view.listed & ~view.present
     if unheard.any():
         np.copyto(wants, np.where(np.isfinite(pool), pool, 0.0)[:, None], where=unheard)
     return wants, max_min_fair(pool, wants)  # 0 for a broker neither heard nor listed: no mask to apply

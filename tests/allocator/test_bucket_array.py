@@ -118,6 +118,27 @@ ops = st.lists(
 )
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    rates=st.lists(group_rates, min_size=G, max_size=G),
+    spent=st.lists(st.floats(0, 2e4), min_size=G, max_size=G),
+    elapsed_ns=st.integers(0, 300 * MS),
+    seconds=st.floats(0.01, 100),
+)
+def test_hold_for_is_set_rate_with_the_same_rates(rates, spent, elapsed_ns, seconds):
+    """`hold_for` (the limiter's per-round capacity, unchecked) is `set_rate` with the same rates and `seconds` of
+    each as its capacity: the same capacities, the same balances, debt and unlimited groups included."""
+    held, reset = (TokenBucketArray(np.array(rates), now_ns=T0) for _ in range(2))
+    for bucket in (held, reset):
+        bucket.consume(np.array(spent), T0)
+    held.hold_for(seconds, T0 + elapsed_ns)
+    reset.set_rate(np.array(rates), T0 + elapsed_ns, capacity=np.array(rates) * seconds)
+    np.testing.assert_array_equal(held.capacity, reset.capacity)
+    np.testing.assert_array_equal(held.balance(T0 + elapsed_ns), reset.balance(T0 + elapsed_ns))
+    with pytest.raises(ValueError, match="seconds must be > 0"):
+        held.hold_for(0.0, T0 + elapsed_ns)
+
+
 @settings(max_examples=300, deadline=None)
 @given(rates=st.lists(group_rates, min_size=G, max_size=G), steps=ops)
 def test_array_and_scalar_buckets_agree(rates, steps):

@@ -22,6 +22,7 @@ import pyspark
 import pytest
 
 from experiments.report import build_report
+from experiments.report.session import JAVA_OPTIONS
 
 from .tables import messages_row, rounds_row, write_run
 
@@ -66,8 +67,9 @@ def stop(process: subprocess.Popen) -> None:
 
 
 @pytest.fixture(scope="module")
-def standalone_master(tmp_path_factory) -> Iterator[str]:
-    """The URL of a running standalone master with one registered worker; both stopped at the end."""
+def standalone_master(tmp_path_factory) -> Iterator[tuple[str, Path]]:
+    """The URL of a running standalone master with one registered worker, and the worker's work directory (an
+    application's executor logs); both stopped at the end."""
     logs = tmp_path_factory.mktemp("spark-standalone")
     port = free_port()
     url = f"spark://127.0.0.1:{port}"
@@ -82,7 +84,7 @@ def standalone_master(tmp_path_factory) -> Iterator[str]:
                        "--work-dir", str(logs / "work"))  # fmt: skip
         started.append(worker)
         wait_for(logs / "worker.log", "Successfully registered with master", worker)
-        yield url
+        yield url, logs / "work"
     finally:
         for process in reversed(started):
             stop(process)
@@ -110,11 +112,12 @@ def run_rows(shift: float) -> list[dict]:
 
 
 def test_a_report_on_a_standalone_cluster_has_the_summary_of_local_2(standalone_master, spark, tmp_path):
+    url, work = standalone_master
     messages = [messages_row(r, b, 100, 200) for r in range(12) for b in ("b1", "b2", "b3")]
     runs = [write_run(tmp_path, name, run_rows(shift), messages, []) for name, shift in (("r1", 5.0), ("r2", 9.0))]
     out = tmp_path / "cluster"
     command = [sys.executable, "-m", "experiments", "report", *map(str, runs), "--out", str(out),
-               "--master", standalone_master]  # fmt: skip
+               "--master", url]  # fmt: skip
     finished = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert finished.returncode == 0, finished.stderr[-3000:]
     local = build_report(runs, tmp_path / "local", spark=spark)
@@ -126,3 +129,7 @@ def test_a_report_on_a_standalone_cluster_has_the_summary_of_local_2(standalone_
     )  # 3 x 45, 3 x 49 of 100
     # the executors wrote the full tables where the driver said (a path both see)
     assert list((out / "tables" / "per_round.parquet").glob("part-*.parquet"))
+    # its executor's JVM was started with the driver's options (the worker logs the command it ran)
+    (executor_log,) = work.glob("app-*/*/stderr")
+    launched = executor_log.read_text(errors="replace").split("========")[0]
+    assert all(f'"{option}"' in launched for option in JAVA_OPTIONS.split())

@@ -58,6 +58,7 @@ class Runs:
     timings: DataFrame  # per round and broker: the allocate phase's wall-clock duration
     producers: DataFrame  # per round and producer (PIP-385; empty for runs without producers)
     manifests: dict[str, dict[str, Any]]  # in the order the run directories were given
+    rounds_parts: list[Path]  # the `rounds` table's part files, every run's (`shown_limits` reads a few groups')
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ def runs_of(spark: SparkSession, located: dict[str, RunDirectory]) -> Runs:
             for name, schema in TABLES.items()
         },
         manifests={run_id: run.manifest for run_id, run in located.items()},
+        rounds_parts=[part for run in located.values() for part in run.parts["rounds"]],
     )
 
 

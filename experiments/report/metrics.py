@@ -445,14 +445,3 @@ def run_bandwidth(bandwidth_per_round: DataFrame) -> DataFrame:
             "deliveries_lost_transport",
         )
     )
-
-
-def broker_limits(rounds: DataFrame, groups: DataFrame | None) -> DataFrame:
-    """Each broker's limit per round, for the few (run, group, dimension) rows of `groups` (for the figures);
-    None: every group."""
-    chosen = rounds if groups is None else rounds.join(F.broadcast(groups.select(*GROUP)), on=GROUP, how="inner")
-    return (
-        chosen.groupBy(*GROUP_ROUND, "broker")
-        .agg(F.sum("limit").alias("limit"))
-        .select(*GROUP_ROUND, "broker", "limit")
-    )

@@ -106,9 +106,10 @@ def _start(builder: SparkSession.Builder, java_options: str, verbose: bool, arch
     On a cluster the executors run the tasks in JVMs of their own, started for the report and ended with it (a
     standalone, YARN or Kubernetes master starts an application's executors for it): the driver's reasons hold for
     them, and they take its `java_options`, not the class archive, which is this machine's. Measured on PIP-82's 7.5
-    million rows on a standalone master and worker of 2 cores (alternating, on a busy machine): the executors' task
-    CPU 60.6, 58.4 and 60.3 s with Java's defaults (G1, C2 at its thresholds, verified classes) against 53.5, 55.6
-    and ... s; G1 with the other options, 61.2 s.
+    million rows on a standalone master and worker of 2 cores, alternating on a busy machine: the executor's process
+    took 100 and 105 s of CPU with Java's defaults (G1, C2 at its thresholds, Spark's classes verified), 86 and 84 s
+    with these; its tasks' own CPU 60.6, 58.4 and 60.3 s against 53.5, 55.6 and 52.7 s (and 61.2 s with G1 and the
+    other options).
     """
     with contextlib.nullcontext() if verbose else _stderr_to_devnull(), pandas_3_accepted():
         # PySpark checks the pandas version as it starts: the same warning

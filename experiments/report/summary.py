@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from actors.telemetry.liveness import run_status
-from experiments.report import agreement, groups, metrics, quota_section
+from experiments.report import agreement, groups, metrics, quota_section, shown_limits
 from experiments.report.load import Runs
 from experiments.report.quota_section import QuotaTelemetry
 
@@ -109,6 +109,7 @@ def collect_results(
     # after the other, the cores waited on the driver between each of the two dozen small jobs).
     writer = ThreadPoolExecutor(max_workers=1)
     early = ThreadPoolExecutor(max_workers=1)
+    details = ThreadPoolExecutor(max_workers=1)
     try:
         written = [writer.submit(_write_each, {"throttled_by_reason": by_reason}, tables_dir)]
         early_tables = early.submit(collect_tables, early_frames)
@@ -137,26 +138,27 @@ def collect_results(
         keys = F.broadcast(shown.select(*metrics.GROUP))
         named = keys.select("run_id", "group").distinct()
         shown_rounds = per_round.join(keys, on=metrics.GROUP)
-        # In the order they are collected (`collect_tables`): first the one that needs neither the convergence
-        # nor the group table, which the writing thread is still computing, then the longest (it reads the
-        # `rounds` rows again).
+        # The shown groups' rows (`quota.groups` too) by a thread of their own, then their brokers' limits
+        # (`shown_limits`); the rest in the order they are collected (`collect_tables`): first the one that needs
+        # neither the convergence nor the group table, which the writing thread is still computing.
+        detailed = details.submit(
+            _with_limits, {"groups": (by_group.join(F.broadcast(shown), on=metrics.GROUP), metrics.GROUP)}, runs
+        )
         frames: dict[str, tuple[DataFrame, list[str]]] = {
             "run_rounds": (groups.run_rounds(per_round), ["run_id", "round"]),
-            "limits": (metrics.broker_limits(runs.rounds, keys), [*metrics.GROUP_ROUND, "broker"]),
             "scores": (groups.run_scores(by_group, per_broker), ["run_id"]),
             "distributions": (groups.distributions(by_group, convergence), ["run_id", "measure"]),
-            "groups": (by_group.join(F.broadcast(shown), on=metrics.GROUP), metrics.GROUP),  # quota.groups too
             "per_round": (shown_rounds.select(*PER_ROUND_COLUMNS), metrics.GROUP_ROUND),
             "convergence": (convergence.join(keys, on=metrics.GROUP), [*metrics.GROUP_ROUND, "kind"]),
             "event_convergence": (groups.event_convergence(convergence), ["run_id", "round", "kind"]),
             "quota.reasons": (by_reason.join(named, on=["run_id", "group"]), ["run_id", "group", "reason"]),
             "quota.per_round": (quota_section.group_rounds(shown_rounds), ["run_id", "group", "round"]),
         }
-        tables = {**collect_tables(frames), **early_tables.result()}
+        tables = {**collect_tables(frames), **early_tables.result(), **detailed.result()}
         for each in written:
             each.result()
     finally:
-        for pool in (early, writer):
+        for pool in (early, details, writer):
             pool.shutdown(wait=True)  # a failed collect still waits for the others before unpersisting
         for frame in cached:
             frame.unpersist()
@@ -181,6 +183,12 @@ def collect_results(
         events=tables["events"],
         extra={name: tables[name] for name in extra or {}},
     )
+
+
+def _with_limits(frames: Frames, runs: Runs) -> dict[str, pd.DataFrame]:
+    """The shown groups' `frames` collected, and `limits`, their brokers' limits per round (`shown_limits`)."""
+    tables = collect_tables(frames)
+    return {**tables, "limits": shown_limits.shown_limits(runs.rounds_parts, tables["groups"])}
 
 
 QUOTA_TABLES = ("reasons", "per_round", "throttled_per_round", "timings")  # and `groups`, of the collected groups

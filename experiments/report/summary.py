@@ -114,13 +114,14 @@ def collect_results(
         written = [writer.submit(_write_each, {"throttled_by_reason": by_reason}, tables_dir)]
         early_tables = early.submit(collect_tables, early_frames)
         say("the per-round table (the water-filling over every round of every group)")
-        per_round.sparkSession.sparkContext.setJobDescription("the per-round table")
-        per_round.count()  # cached: the jobs that follow read it, its write with them
+        computed = details.submit(_compute, per_round, "the per-round table")  # cached: the jobs that follow read it
+        # Planned while it is computed: a cached table's plan is built as it is persisted, the driver's work (2 s
+        # of one core at PIP-82's size, which the cores otherwise waited for between the per-round table and its
+        # readers).
         convergence = metrics.convergence(per_round, runs.events).persist()
         by_group = groups.group_table(per_round, convergence, quota_section.group_aggregates()).persist()
         cached += [convergence, by_group]
         telemetry = [name for name in by_group.columns if name not in groups.GROUP_TABLE]  # group_aggregates'
-        say("the full tables, and the scores, the distributions and the shown groups' details")
         # In the order they are written: first the two most of the collects wait for (cached as they are
         # written), then the others.
         full_tables = {
@@ -129,7 +130,6 @@ def collect_results(
             "quota_telemetry": by_group.select(*metrics.GROUP, *telemetry),
             "per_round": per_round.select(*PER_ROUND_COLUMNS),
         }
-        written.append(writer.submit(_write_each, full_tables, tables_dir))
         # The page's selection stays in Spark: its keys join the cached tables in the details' queries, in
         # flight with the scores' (a collect of the keys first, then of the details, cost a round of jobs).
         # Cached: six of the collect's tables join it, and each would rank every group again.
@@ -138,12 +138,10 @@ def collect_results(
         keys = F.broadcast(shown.select(*metrics.GROUP))
         named = keys.select("run_id", "group").distinct()
         shown_rounds = per_round.join(keys, on=metrics.GROUP)
-        # The shown groups' rows (`quota.groups` too) by a thread of their own, then their brokers' limits
-        # (`shown_limits`); the rest in the order they are collected (`collect_tables`): first the one that needs
-        # neither the convergence nor the group table, which the writing thread is still computing.
-        detailed = details.submit(
-            _with_limits, {"groups": (by_group.join(F.broadcast(shown), on=metrics.GROUP), metrics.GROUP)}, runs
-        )
+        # The shown groups' rows (`quota.groups` too) are collected by a thread of their own, then their brokers'
+        # limits read (`shown_limits`); the rest in the order they are collected (`collect_tables`): first the one
+        # that needs neither the convergence nor the group table, which the writing thread is still computing.
+        shown_rows = {"groups": (by_group.join(F.broadcast(shown), on=metrics.GROUP), metrics.GROUP)}
         frames: dict[str, tuple[DataFrame, list[str]]] = {
             "run_rounds": (groups.run_rounds(per_round), ["run_id", "round"]),
             "scores": (groups.run_scores(by_group, per_broker), ["run_id"]),
@@ -154,6 +152,10 @@ def collect_results(
             "quota.reasons": (by_reason.join(named, on=["run_id", "group"]), ["run_id", "group", "reason"]),
             "quota.per_round": (quota_section.group_rounds(shown_rounds), ["run_id", "group", "round"]),
         }
+        computed.result()
+        say("the full tables, and the scores, the distributions and the shown groups' details")
+        written.append(writer.submit(_write_each, full_tables, tables_dir))
+        detailed = details.submit(_with_limits, shown_rows, runs)
         tables = {**collect_tables(frames), **early_tables.result(), **detailed.result()}
         for each in written:
             each.result()
@@ -183,6 +185,12 @@ def collect_results(
         events=tables["events"],
         extra={name: tables[name] for name in extra or {}},
     )
+
+
+def _compute(frame: DataFrame, description: str) -> None:
+    """`frame` computed (and so cached, when it is persisted), its job described as `description`."""
+    frame.sparkSession.sparkContext.setJobDescription(description)
+    frame.count()
 
 
 def _with_limits(frames: Frames, runs: Runs) -> dict[str, pd.DataFrame]:

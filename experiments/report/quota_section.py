@@ -87,13 +87,25 @@ def throttled_by_reason(throttles: DataFrame) -> DataFrame:
     )
 
 
-def group_rounds(per_round: DataFrame) -> DataFrame:
-    """Per run, round and group, over brokers and dimensions (from `per_round`, as `group_aggregates`): the longest
-    breach and the report ages."""
-    return per_round.groupBy("run_id", "round", "group").agg(
-        F.max("breach_age_s").alias("breach_age_s"),
-        F.max("report_age_max_s").alias("report_age_max_s"),
-        F.try_divide(F.sum("report_age_mean_sum"), F.sum("report_age_mean_rows")).alias("report_age_mean_s"),
+AGE_COLUMNS = ("breach_age_s", "report_age_max_s", "report_age_mean_sum", "report_age_mean_rows")  # `group_rounds`'
+
+
+def group_rounds(per_round: pd.DataFrame) -> pd.DataFrame:
+    """Per run, round and group, over brokers and dimensions (from the collected rows of `metrics.group_rounds`
+    with `AGE_COLUMNS`, the shown groups'; as `group_aggregates` does over rounds): the longest breach and the
+    report ages. pandas, on the few rows the page details: a Spark query of its own cost one more round of jobs."""
+    by_round = per_round.groupby(["run_id", "round", "group"], as_index=False, sort=False).agg(
+        breach_age_s=("breach_age_s", "max"),
+        report_age_max_s=("report_age_max_s", "max"),
+        report_age_mean_sum=("report_age_mean_sum", "sum"),
+        report_age_mean_rows=("report_age_mean_rows", "sum"),
+    )
+    rows = by_round["report_age_mean_rows"]
+    mean = by_round["report_age_mean_sum"] / rows.where(rows > 0)
+    return (
+        by_round.assign(report_age_mean_s=mean.astype("float64"))
+        .drop(columns=["report_age_mean_sum", "report_age_mean_rows"])
+        .sort_values(["run_id", "group", "round"], ignore_index=True)
     )
 
 

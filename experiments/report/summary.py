@@ -146,11 +146,10 @@ def collect_results(
             "run_rounds": (groups.run_rounds(per_round), ["run_id", "round"]),
             "scores": (groups.run_scores(by_group, per_broker), ["run_id"]),
             "distributions": (groups.distributions(by_group, convergence), ["run_id", "measure"]),
-            "per_round": (shown_rounds.select(*PER_ROUND_COLUMNS), metrics.GROUP_ROUND),
+            "per_round": (shown_rounds.select(*PER_ROUND_COLUMNS, *quota_section.AGE_COLUMNS), metrics.GROUP_ROUND),
             "convergence": (convergence.join(keys, on=metrics.GROUP), [*metrics.GROUP_ROUND, "kind"]),
             "event_convergence": (groups.event_convergence(convergence), ["run_id", "round", "kind"]),
             "quota.reasons": (by_reason.join(named, on=["run_id", "group"]), ["run_id", "group", "reason"]),
-            "quota.per_round": (quota_section.group_rounds(shown_rounds), ["run_id", "group", "round"]),
         }
         computed.result()
         say("the full tables, and the scores, the distributions and the shown groups' details")
@@ -166,7 +165,7 @@ def collect_results(
             frame.unpersist()
     shown_groups = tables["groups"]  # with the quota telemetry's columns, its table of the shown groups
     return Results(
-        per_round=tables["per_round"],
+        per_round=tables["per_round"][PER_ROUND_COLUMNS],
         groups=shown_groups.drop(columns=telemetry),
         convergence=tables["convergence"],
         limits=tables["limits"],
@@ -179,6 +178,7 @@ def collect_results(
         runs=tables["runs"],
         quota=QuotaTelemetry(
             groups=shown_groups[[*metrics.GROUP, *telemetry]],
+            per_round=quota_section.group_rounds(tables["per_round"]),
             **{name: tables[f"quota.{name}"] for name in QUOTA_TABLES},
         ),
         agreement=agreement.rounds_to_agree(tables["agreement"], tables["events"]),
@@ -199,7 +199,7 @@ def _with_limits(frames: Frames, runs: Runs) -> dict[str, pd.DataFrame]:
     return {**tables, "limits": shown_limits.shown_limits(runs.rounds_parts, tables["groups"])}
 
 
-QUOTA_TABLES = ("reasons", "per_round", "throttled_per_round", "timings")  # and `groups`, of the collected groups
+QUOTA_TABLES = ("reasons", "throttled_per_round", "timings")  # and `groups` and `per_round`, of the shown groups' rows
 
 
 def _write_each(frames: Mapping[str, DataFrame], tables_dir: Path) -> None:

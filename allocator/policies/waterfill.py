@@ -43,9 +43,9 @@ def _clipped_at_zero(values: np.ndarray) -> np.ndarray:
 class MaxMinFairMemo:
     """`max_min_fair(capacity, wants)` as of the last call, kept: the next call splits again only the groups whose
     capacity or wants changed since, bit for bit (a group's split is its own, so the others' are the same bits),
-    or every group when more than `MOST_CHANGED` of them did. A steady broker's view moves in a few groups a round
-    (the ones a report moved), a forced report's round in most (a report sent without a change still moves a rate a
-    little)."""
+    or every group when more than `MOST_CHANGED` of them did (a start, a new pool: one split of all, no gather).
+    A steady broker's view moves in a few groups a round, the ones a report moved: at PIP-82's size 0.2-0.5% of
+    them, ~6% in a forced report's round. Holds a copy of the wants and the split: 2 [G, B] arrays."""
 
     MOST_CHANGED = 0.25
 

@@ -102,6 +102,12 @@ class LogicalBroker:
         self.admitted_limit = np.zeros_like(self.node.limit)
         self.quota_round: QuotaRound | None = None
         self.allocate_phase_s = 0.0  # wall-clock seconds the last allocate phase took (timings table only)
+        # the `group` and `dimension` codes of the telemetry rows, one per group and dimension, the same every round:
+        # made once, read-only (the writer keeps each round's rows as they are)
+        n_dims = self.node.limit.shape[1]
+        self.group_codes = np.repeat(plan.group_ids.astype(np.int32), n_dims)
+        self.dimension_codes = np.tile(np.arange(n_dims, dtype=np.int32), len(plan.group_ids))
+        self.group_codes.flags.writeable = self.dimension_codes.flags.writeable = False
 
     def local_time(self, t_s: float) -> float:
         """The broker's own clock: run time plus its offset, from a base far from zero so that a negative
@@ -210,7 +216,7 @@ class LogicalBroker:
         """
         node, traffic, outbox, quota = self.node, self.traffic, self.outbox, self.quota_round
         assert traffic is not None and outbox is not None and quota is not None, "allocate_phase before publish_phase"
-        n_groups, n_dims = node.limit.shape
+        n_dims = node.limit.shape[1]
         limited = self.limited.ravel()
         n_rows = int(limited.sum())
         every_entry = n_rows == len(limited)  # the usual case: copies, ~5x cheaper than a boolean gather
@@ -226,14 +232,12 @@ class LogicalBroker:
         def per_group(values: np.ndarray, kept: bool = True) -> np.ndarray:
             return per_entry(np.repeat(values, n_dims), kept=False) if n_dims > 1 else per_entry(values, kept)
 
-        dimensions = np.tile(np.arange(n_dims, dtype=np.int32), n_groups)
-
         return {
             "round": np.full(n_rows, round_index, dtype=np.int32),
             "t_s": np.full(n_rows, t_s),
             "broker": np.full(n_rows, self.plan.index, dtype=np.int32),
-            "group": per_group(self.plan.group_ids.astype(np.int32), kept=False),
-            "dimension": per_entry(dimensions, kept=False),
+            "group": per_entry(self.group_codes, kept=False),
+            "dimension": per_entry(self.dimension_codes, kept=False),
             "quota": per_entry(node.quota),
             "limit": per_entry(node.limit),
             "pool": per_entry(node.pool),

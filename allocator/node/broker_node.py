@@ -338,8 +338,10 @@ class BrokerNode:
         return self.table.peers_in_view() + 1
 
     def _set_limits(self, limit: np.ndarray, apply: bool = True) -> None:
-        """The limits of the groups served, each >= MIN_LIMIT (`np.inf` stays); to the buckets if `apply`."""
-        self.limit = np.where(self.serving[:, None], np.maximum(limit, MIN_LIMIT), self.limit)
+        """The limits of the groups served, each >= MIN_LIMIT (`np.inf` stays); to the buckets if `apply`. The
+        limits already set (the usual fallback's answer: the policy's limits, as they are) are set as they are."""
+        if limit is not self.limit:
+            self.limit = np.where(self.serving[:, None], np.maximum(limit, MIN_LIMIT), self.limit)
         if apply:  # a group not served is not limited
             rates = np.where(self.serving[:, None], self.limit, np.inf)
             self.limiter.set_limits(rates, self._last_admit_s or 0.0, self.settings.interval_s)

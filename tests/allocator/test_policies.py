@@ -14,7 +14,7 @@ from numpy.testing import assert_allclose
 from allocator.policies import POLICIES, check_params, pulsar_local_quota, step
 from allocator.policies.hooks import PeerView
 from allocator.policies.settings import StealSettings
-from allocator.policies.waterfill import max_min_fair
+from allocator.policies.waterfill import MaxMinFairMemo, max_min_fair
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")  # the arithmetic is quiet on any input
 
@@ -364,3 +364,35 @@ def test_pip82_example_steal_sequence() -> None:
     for _ in range(30):
         limit = step("pip82-steal", [100.0], np.minimum(demand, limit), limit)
     assert_allclose(np.minimum(demand, limit), [[50, 50]], atol=0.5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n_brokers=st.integers(1, 10),
+    rounds=st.lists(
+        st.tuples(
+            st.lists(st.integers(0, 11), max_size=12),  # the groups whose wants move this round
+            st.lists(st.integers(0, 11), max_size=2),  # the groups whose capacity moves
+            st.sampled_from([0.0, -0.0, 1.0, 250.0, -3.0, np.inf, np.nan]),  # where to
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    data=st.data(),
+)
+def test_a_memo_splits_as_max_min_fair_bit_for_bit(n_brokers: int, rounds, data) -> None:
+    """MaxMinFairMemo splits only the groups that moved since its last call: the split is `max_min_fair`'s, bit for
+    bit (-0.0, NaN, unlimited and all), whether it moves a few groups or most, and its own array is not the caller's."""
+    rates = st.floats(0.0, 1e4, allow_nan=False, width=32)
+    wants = np.array(data.draw(hnp.arrays(np.float64, (12, n_brokers), elements=rates)))
+    capacity = np.array(data.draw(hnp.arrays(np.float64, 12, elements=st.floats(0.0, 2e4, width=32))))
+    memo = MaxMinFairMemo()
+    for moved, capacity_moved, value in [([], [], 0.0), *rounds]:
+        wants = wants.copy()
+        for group in moved:
+            wants[group, group % n_brokers] = value
+        capacity[capacity_moved] = abs(value)
+        split = memo.split(capacity, wants)
+        expected = max_min_fair(capacity, wants)
+        assert split.tobytes() == expected.tobytes()
+        assert not np.shares_memory(split, wants)

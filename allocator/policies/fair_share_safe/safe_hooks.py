@@ -12,7 +12,7 @@ from allocator.policies.fair_share_safe.counting import EXCESS_TOLERANCE, PeerMe
 from allocator.policies.hooks import OWN, Hooks, PeerView, Traffic
 from allocator.policies.report_suppressor import ReportSuppressor, Selection
 from allocator.policies.rows import row_any, row_sum
-from allocator.policies.waterfill import max_min_fair
+from allocator.policies.waterfill import MaxMinFairMemo, max_min_fair
 
 HELD_TOLERANCE = 0.05  # a limit under 95% of the broker's fair share is held below it; room over 5% is wasted
 
@@ -38,6 +38,7 @@ class SafeHooks(Hooks):
         self.peer_held_for = np.zeros(self.n_groups, dtype=np.int64)
         self.room_left = np.zeros((self.n_groups, self.n_dimensions))
         self.memory = PeerMemory(self.n_groups, self.n_dimensions)
+        self.fair_share_memos = [MaxMinFairMemo() for _ in range(self.n_dimensions)]  # the last allocation's splits
 
     def news_relays(self, chance_all_lost: Callable[[int], float]) -> tuple[int, int]:
         """As many relayers as leave a change unheard for a round with odds of at most `lost_change_odds`, each in as
@@ -97,7 +98,7 @@ class SafeHooks(Hooks):
         believed_room = self.room_left if view.loss > 0 else np.zeros_like(self.room_left)
         bounded_pool = np.where(np.isfinite(pool), pool, 0.0)
         for d in range(self.n_dimensions):
-            wants, fair_share = fair_shares(pool[:, d], view, d)
+            wants, fair_share = fair_shares(pool[:, d], view, d, self.fair_share_memos[d])
             counted, made_room[:, d] = self.memory.counted_usage(
                 d,
                 view.usage[:, :, d],
@@ -169,14 +170,17 @@ def counted_as(
     return reason
 
 
-def fair_shares(pool: np.ndarray, view: PeerView, d: int) -> tuple[np.ndarray, np.ndarray]:
+def fair_shares(
+    pool: np.ndarray, view: PeerView, d: int, memo: MaxMinFairMemo | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """([G, K], [G, K]) what each broker of the view wants in dimension `d` (its demand, else its usage; a peer
-    the registry lists but this broker never heard, the whole pool) and its max-min fair share of `pool` [G]."""
+    the registry lists but this broker never heard, the whole pool) and its max-min fair share of `pool` [G]
+    (split again by `memo` only where the pool or the wants changed since its last split, when given)."""
     wants = view.usage[:, :, d] if view.demand is None else view.demand[:, :, d]
-    if view.present.all():  # every slot in use is present (the usual view at scale): the view's own rates, as is
-        return wants, max_min_fair(pool, wants)
-    wants = np.where(view.present, wants, 0.0)
-    unheard = view.listed & ~view.present
-    if unheard.any():
-        np.copyto(wants, np.where(np.isfinite(pool), pool, 0.0)[:, None], where=unheard)
-    return wants, max_min_fair(pool, wants)  # 0 for a broker neither heard nor listed: no mask to apply
+    if not view.present.all():  # else every slot in use is present (the usual view at scale): its rates, as is
+        wants = np.where(view.present, wants, 0.0)
+        unheard = view.listed & ~view.present
+        if unheard.any():
+            np.copyto(wants, np.where(np.isfinite(pool), pool, 0.0)[:, None], where=unheard)
+    # 0 for a broker neither heard nor listed: no mask to apply
+    return wants, max_min_fair(pool, wants) if memo is None else memo.split(pool, wants)

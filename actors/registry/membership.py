@@ -33,6 +33,10 @@ class Ended(NamedTuple):
     incarnation: int
 
 
+# The roster's changes are kept in at most this many chunks (then merged into one): a realtime broker's every tick
+# that changes what it serves appends a chunk, so a long run's list grew without bound (a growing Python container),
+# and reading the whole roster (a broker registering afresh, a session ending) walked every chunk in Python.
+ROSTER_CHUNKS = 64
 SESSION_EPS_S = 1e-9  # heartbeats at multiples of a float interval: a timeout of exactly N intervals is met
 
 
@@ -269,6 +273,8 @@ class Membership:
         if len(changes):
             self._roster.append(changes)
             self._roster_length += len(changes)
+            if len(self._roster) > ROSTER_CHUNKS:
+                self._roster = [Roster.concatenate(self._roster)]
 
 
 def _tail(changes: Roster, since: int) -> Roster:

@@ -161,3 +161,35 @@ def test_keep_alive_answers_which_sessions_it_kept():
     assert membership.keep_alive([("a", 0)], 1.8) == [("a", 0)]  # b's incarnation 1 ends (no heartbeat since 0.5)
     assert membership.keep_alive([("a", 0)], 2.8) == []  # 1.0 after the last: ended before it was read
     assert membership.announcements(0)[0] == [("b", 0), ("b", 1), ("a", 0)]
+
+
+def test_a_long_roster_is_kept_in_few_chunks_and_reads_the_same_from_any_cursor():
+    """Every serving change appends a chunk; past `ROSTER_CHUNKS` they are merged, and every cursor still reads
+    exactly the changes after it, the current roster from cursor 0."""
+    from actors.registry.membership import ROSTER_CHUNKS
+
+    registry = Membership(session_timeout_s=10.0, brokers=["a", "b"])
+    registry.register("a", 1, 0.0, np.array([0]))
+    registry.register("b", 1, 0.0, np.array([1]))
+    changes = [(0, 0, True), (1, 1, True)]  # (group, broker code, serving), in order
+    for step in range(3 * ROSTER_CHUNKS):
+        group = 2 + step % 7
+        serving = step % 2 == 0
+        started, stopped = (
+            (np.array([group]), np.array([], np.int64)) if serving else (np.array([], np.int64), np.array([group]))
+        )
+        registry.serve("a", 1, started, stopped)
+        changes.append((group, 0, serving))
+    assert len(registry._roster) <= ROSTER_CHUNKS
+    for since in (1, 2, 50, len(changes) - 1, len(changes)):
+        read, length = registry.roster_since(since)
+        assert length == len(changes)
+        assert (
+            list(zip(read.group_ids.tolist(), read.brokers.tolist(), read.serving.tolist(), strict=True))
+            == changes[since:]
+        )
+    listed = set()
+    for group, broker, serving in changes:
+        (listed.add if serving else listed.discard)((group, broker))
+    current, _ = registry.roster_since(0)
+    assert sorted(zip(current.group_ids.tolist(), current.brokers.tolist(), strict=True)) == sorted(listed)

@@ -456,6 +456,27 @@ def cost_model(runs: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     }
 
 
+def numpy_ns_per_element(n_rows: int, passes: int) -> float:
+    """The CPU nanoseconds per element of one numpy add over a float64 [n_rows, 5] table (best of 5 timings of
+    `passes` adds): the arithmetic a round is made of, so a run's figures can be set against this machine's speed
+    at the time (the same commit's round took 0.35 s of CPU one day and 0.50 s another on this shared machine)."""
+    table = np.random.default_rng(0).random((n_rows, 5))
+    out = np.empty_like(table)
+    best_s = np.inf
+    for _ in range(5):
+        start_s = time.thread_time()
+        for _ in range(passes):
+            np.add(table, 1.0, out=out)
+        best_s = min(best_s, time.thread_time() - start_s)
+    return best_s / (passes * table.size) * 1e9
+
+
+def machine_speed() -> dict[str, float]:
+    """`numpy_ns_per_element` over a broker's table at PIP-82's size (5,000 groups: in the processor's cache) and
+    over 500 times as many rows (from memory)."""
+    return {"in_cache_ns": numpy_ns_per_element(5_000, 400), "from_memory_ns": numpy_ns_per_element(2_500_000, 4)}
+
+
 def decode_seconds_per_report(n_reports: int = 5000, entries: int = 4) -> float:
     """Thread CPU seconds to decode one report of `entries` entries (a 1,000-broker cluster's ~4), in a batch of
     `n_reports` from as many brokers (`decode_batch`, as a broker reads its inbox); the best of three."""
@@ -482,6 +503,7 @@ def run(
 ) -> dict[str, Any]:  # fmt: skip
     """Every configuration, each in its own process (with `quick`: fair-share-safe, local, interest, small)."""
     size = QUICK if quick else FULL
+    speed_before = machine_speed()
     runs: dict[str, dict[str, Any]] = {}
     for routing in ("interest",) if quick else ROUTINGS:
         for policy in POLICIES[:1] if quick else POLICIES:
@@ -508,6 +530,7 @@ def run(
         "profile": profile,
         "pip82_estimate": {"published_bytes": PIP82_PUBLISHED_BYTES, "consumed_bytes": PIP82_CONSUMED_BYTES},
         "cpus": os.cpu_count(),
+        "numpy_speed": {"before": speed_before, "after": machine_speed()},
         **environment("numpy", "pyarrow", "msgpack"),
     }
 

@@ -117,7 +117,22 @@ def scale_table() -> str:
         f"`{key}` {value / 2**30:g} GiB" if key.endswith("_bytes") else f"`{key}` {value:g}"
         for key, value in data["targets"].items()
     )
-    return _SCALE_HEADER + "\n".join(rows) + f"\n\nTargets ({targets}): {met}.\n"
+    return _SCALE_HEADER + "\n".join(rows) + f"\n\nTargets ({targets}): {met}.\n" + _machine_speed(data)
+
+
+def _machine_speed(data: dict[str, Any]) -> str:
+    """The line under the scale table: the machine's numpy speed before and after the runs (`numpy_speed`)."""
+    speed = data.get("numpy_speed")
+    if speed is None:
+        return ""
+    before, after = (
+        f"{when['in_cache_ns']:.2f} ns an element in the processor's cache and {when['from_memory_ns']:.2f} from memory"
+        for when in (speed["before"], speed["after"])
+    )
+    return (
+        f"\nThis machine's speed at the time, a numpy add over float64 (`numpy_ns_per_element`): {before} before"
+        f" the runs, {after} after.\n"
+    )
 
 
 def scale_profile_table() -> str:

@@ -19,12 +19,16 @@ class Admitted(NamedTuple):
 
 
 class GroupLimiter:
-    """`[G, D]` buckets; `bytes_dimension[D]` says which dimensions count bytes (the others count messages)."""
+    """`[G, D]` buckets; `bytes_dimension[D]` says which dimensions count bytes (the others count messages).
+
+    The buckets are one `TokenBucketArray` of `D * G`, dimension by dimension (dimension d's are `[d * G, (d + 1) *
+    G)`): a round updates every bucket at once, each dimension's a contiguous slice."""
 
     def __init__(self, n_groups: int, bytes_dimension: np.ndarray) -> None:
         self.bytes_dimension = np.asarray(bytes_dimension, dtype=bool)
-        unlimited = np.full(n_groups, np.inf)
-        self._buckets = [TokenBucketArray(unlimited, capacity=unlimited) for _ in self.bytes_dimension]
+        self._n_groups = n_groups
+        unlimited = np.full(len(self.bytes_dimension) * n_groups, np.inf)
+        self._buckets = TokenBucketArray(unlimited, capacity=unlimited)
         self._interval_s = 0.0  # the allocation interval (`set_limits`): the least time a bucket holds tokens for
 
     def admit(self, demand_msgs_per_s: np.ndarray, msg_bytes: np.ndarray, dt_s: float, now_s: float) -> Admitted:
@@ -35,27 +39,36 @@ class GroupLimiter:
         least: a round that comes late (a realtime timer's lag) does not lose to the cap the tokens its producers,
         sending all along, would have spent as they came. A saturated group is admitted at its limit, never above.
         """
-        cost = np.where(self.bytes_dimension[None, :], np.asarray(msg_bytes, dtype=np.float64)[:, None], 1.0)
+        n_groups, n_dimensions = self._n_groups, len(self.bytes_dimension)
+        msg_bytes = np.asarray(msg_bytes, dtype=np.float64)
+        bytes_dimensions = np.flatnonzero(self.bytes_dimension).tolist()
         now_ns, dt_ns = int(now_s * 1e9), int(dt_s * 1e9)
-        held_s = max(self._interval_s, dt_s)
-        for bucket in self._buckets:  # as of the round's start, the buckets' last update (`set_limits`): no refill
-            bucket.hold_for(held_s, now_ns - dt_ns)
-        tokens = np.stack([bucket.available(now_ns) for bucket in self._buckets], axis=1)
-        admitted_msgs = np.minimum(demand_msgs_per_s * dt_s, (tokens / cost).min(axis=1))
-        for index, bucket in enumerate(self._buckets):
-            bucket.consume(admitted_msgs * cost[:, index], now_ns)
-        offered = demand_msgs_per_s * dt_s
-        throttled_fraction = np.where(demand_msgs_per_s > 0, 1.0 - admitted_msgs / np.maximum(offered, 1e-300), 0.0)
-        return Admitted(
-            offered=demand_msgs_per_s[:, None] * cost,
-            admitted=admitted_msgs[:, None] * cost / dt_s,
-            throttled_s=np.clip(throttled_fraction, 0.0, 1.0) * dt_s,
+        # as of the round's start, the buckets' last update (`set_limits`): no refill
+        self._buckets.hold_for(max(self._interval_s, dt_s), now_ns - dt_ns)
+        messages = self._buckets.available(now_ns).reshape(n_dimensions, n_groups)  # a new array: tokens, then msgs
+        for dimension in bytes_dimensions:  # a message costs one token, or its size in bytes
+            np.divide(messages[dimension], msg_bytes, out=messages[dimension])
+        offered_msgs = demand_msgs_per_s * dt_s
+        admitted_msgs = np.minimum(offered_msgs, np.minimum.reduce(messages, axis=0))
+        spent = messages  # [D, G] the tokens the admitted messages take
+        spent[:] = admitted_msgs
+        for dimension in bytes_dimensions:
+            np.multiply(spent[dimension], msg_bytes, out=spent[dimension])
+        self._buckets.consume(spent.reshape(-1), now_ns)
+        offered = np.empty((n_groups, n_dimensions))
+        offered[:] = demand_msgs_per_s[:, None]
+        for dimension in bytes_dimensions:
+            np.multiply(demand_msgs_per_s, msg_bytes, out=offered[:, dimension])
+        admitted = np.empty((n_groups, n_dimensions))
+        np.divide(spent.T, dt_s, out=admitted)
+        throttled_fraction = np.where(
+            demand_msgs_per_s > 0, 1.0 - admitted_msgs / np.maximum(offered_msgs, 1e-300), 0.0
         )
+        return Admitted(offered=offered, admitted=admitted, throttled_s=np.clip(throttled_fraction, 0.0, 1.0) * dt_s)
 
     def set_limits(self, limit: np.ndarray, now_s: float, interval_s: float) -> None:
         """The rates `limit [G, D]` (`np.inf`: unlimited), each bucket holding one interval of tokens: the fluid
         model admits a round's traffic at once."""
         self._interval_s = interval_s
-        now_ns = int(now_s * 1e9)
-        for index, bucket in enumerate(self._buckets):
-            bucket.set_rate(limit[:, index], now_ns, capacity=limit[:, index] * interval_s)
+        rates = limit.T.reshape(-1)  # dimension by dimension
+        self._buckets.set_rate(rates, int(now_s * 1e9), capacity=rates * interval_s)

@@ -118,12 +118,15 @@ class TokenBucketArray:
         self.capacity = capacity
 
     def _advance(self, now_ns: int) -> np.ndarray:
-        """Refill every bucket for the time since the last call; returns the live balance array."""
+        """Refill every bucket for the time since the last call; returns the live balance array.
+
+        No time (or a clock going backwards) changes nothing: every method leaves each balance within its capacity,
+        so `refill`'s cap would find nothing to cut (and a round calls this several times at the same time)."""
         if self._last_ns is None:
             self._last_ns = now_ns
         elapsed_ns = now_ns - self._last_ns
-        refill(self._balance, self.rate_per_s, self.capacity, elapsed_ns, out=self._balance)
         if elapsed_ns > 0:
+            refill(self._balance, self.rate_per_s, self.capacity, elapsed_ns, out=self._balance)
             self._last_ns = now_ns
         return self._balance
 

@@ -27,6 +27,7 @@ class GroupLimiter:
     def __init__(self, n_groups: int, bytes_dimension: np.ndarray) -> None:
         self.bytes_dimension = np.asarray(bytes_dimension, dtype=bool)
         self._shape = (n_groups, len(self.bytes_dimension))
+        self._bytes_dimensions = np.flatnonzero(self.bytes_dimension).tolist()
         unlimited = np.full(n_groups * len(self.bytes_dimension), np.inf)
         self._buckets = TokenBucketArray(unlimited, capacity=unlimited)
         self._interval_s = 0.0  # the allocation interval (`set_limits`): the least time a bucket holds tokens for
@@ -41,7 +42,7 @@ class GroupLimiter:
         """
         msg_bytes = np.asarray(msg_bytes, dtype=np.float64)
         n_dimensions = self._shape[1]
-        bytes_dimensions = np.flatnonzero(self.bytes_dimension).tolist()
+        bytes_dimensions = self._bytes_dimensions
         now_ns, dt_ns = int(now_s * 1e9), int(dt_s * 1e9)
         # as of the round's start, the buckets' last update (`set_limits`): no refill
         self._buckets.hold_for(max(self._interval_s, dt_s), now_ns - dt_ns)
@@ -56,14 +57,14 @@ class GroupLimiter:
         spent = _per_dimension(admitted_msgs, msg_bytes, bytes_dimensions, n_dimensions)  # the tokens they take
         self._buckets.consume(spent.reshape(-1), now_ns)
         np.divide(spent, dt_s, out=spent)
-        throttled_fraction = np.where(
-            demand_msgs_per_s > 0, 1.0 - admitted_msgs / np.maximum(offered_msgs, 1e-300), 0.0
-        )
-        return Admitted(
-            offered=_per_dimension(demand_msgs_per_s, msg_bytes, bytes_dimensions, n_dimensions),
-            admitted=spent,
-            throttled_s=np.clip(throttled_fraction, 0.0, 1.0) * dt_s,
-        )
+        throttled_s = np.maximum(offered_msgs, 1e-300)  # the share of the round held, 1 - admitted / offered, then s
+        np.divide(admitted_msgs, throttled_s, out=throttled_s)
+        np.subtract(1.0, throttled_s, out=throttled_s)
+        np.copyto(throttled_s, 0.0, where=~(demand_msgs_per_s > 0))
+        np.clip(throttled_s, 0.0, 1.0, out=throttled_s)
+        np.multiply(throttled_s, dt_s, out=throttled_s)
+        offered = _per_dimension(demand_msgs_per_s, msg_bytes, bytes_dimensions, n_dimensions)
+        return Admitted(offered=offered, admitted=spent, throttled_s=throttled_s)
 
     def set_limits(self, limit: np.ndarray, now_s: float, interval_s: float) -> None:
         """The rates `limit [G, D]` (`np.inf`: unlimited), each bucket holding one interval of tokens: the fluid

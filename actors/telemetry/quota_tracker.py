@@ -32,7 +32,8 @@ FLOAT32_OVER_QUOTA_TOLERANCE = 2.0**-23
 class Throttling:
     """One reason's throttling of each group this round."""
 
-    events: np.ndarray  # int32[G]: 1 where the reason began throttling the group this round (0 last round): > 0 s
+    # int32[G]: 1 where the reason began throttling the group this round (0 last round), so only where throttled_s > 0
+    events: np.ndarray
     throttled_s: np.ndarray  # [G]: seconds of the round the reason held the group's producers
 
 

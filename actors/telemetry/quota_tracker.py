@@ -32,7 +32,8 @@ FLOAT32_OVER_QUOTA_TOLERANCE = 2.0**-23
 class Throttling:
     """One reason's throttling of each group this round."""
 
-    events: np.ndarray  # int32[G]: 1 where the reason began throttling the group this round (0 last round)
+    # int32[G]: 1 where the reason began throttling the group this round (0 last round), so only where throttled_s > 0
+    events: np.ndarray
     throttled_s: np.ndarray  # [G]: seconds of the round the reason held the group's producers
 
 
@@ -66,7 +67,8 @@ class QuotaTracker:
 
     def __init__(self) -> None:
         self._throttled: dict[str, np.ndarray] = {}  # reason -> bool[G]: it held the group last round
-        self._breach_since_s: np.ndarray | None = None  # [G, D] run time the breach began, NaN when none
+        # [G, D] the run time each breach began, NaN where none; None while no group is over quota
+        self._breach_since_s: np.ndarray | None = None
 
     def update(
         self,
@@ -84,15 +86,20 @@ class QuotaTracker:
         group_usage = node.table.view_usage()
         tolerance = FLOAT32_OVER_QUOTA_TOLERANCE if node.settings.float32_rates else OVER_QUOTA_TOLERANCE
         over = group_usage > quota * (1.0 + tolerance)
-        since = np.full(quota.shape, np.nan) if self._breach_since_s is None else self._breach_since_s
-        since = np.where(over, np.where(np.isnan(since), t_s, since), np.nan)
+        if over.any():
+            since = np.full(quota.shape, np.nan) if self._breach_since_s is None else self._breach_since_s
+            since = np.where(over, np.where(np.isnan(since), t_s, since), np.nan)
+            breach_age_s = np.where(over, t_s - since, 0.0)
+        else:  # no breach (every round of a cluster within its quotas): none began, none goes on
+            since, breach_age_s = None, np.zeros(quota.shape)
         self._breach_since_s = since
         oldest, mean = node.table.peer_entry_age_s(now_s)
         by_reason = {}
         for reason, seconds in throttled_s.items():
             throttled = seconds > 0
-            before = self._throttled.get(reason, np.zeros_like(throttled))
-            by_reason[reason] = Throttling((throttled & ~before).astype(np.int32), seconds)
+            before = self._throttled.get(reason)
+            began = throttled if before is None else throttled & ~before
+            by_reason[reason] = Throttling(began.astype(np.int32), seconds)
             self._throttled[reason] = throttled
         return QuotaRound(
             usage_fraction_of_limit=fraction(usage, admitted_limit),
@@ -100,7 +107,7 @@ class QuotaTracker:
             group_usage=group_usage,
             group_usage_fraction_of_quota=fraction(group_usage, quota),
             over_quota=over,
-            breach_age_s=np.where(over, t_s - since, 0.0),
+            breach_age_s=breach_age_s,
             report_age_max_s=oldest,
             report_age_mean_s=mean,
             by_reason=by_reason,

@@ -80,7 +80,7 @@ class TokenBucketArray:
     def consume(self, amounts: np.ndarray | float, now_ns: int) -> np.ndarray:
         """Deduct `amounts[G]` (always: accepted work cannot be rejected); True where tokens remain."""
         amounts = np.asarray(amounts, dtype=np.float64)
-        if not np.all((amounts >= 0) & (amounts < np.inf)):  # NaN fails both comparisons
+        if amounts.size and not (amounts.min() >= 0 and amounts.max() < np.inf):  # NaN fails both comparisons
             raise ValueError("amounts must be finite numbers of tokens >= 0")
         balance = self._advance(now_ns)
         np.subtract(balance, amounts, out=balance)
@@ -114,16 +114,19 @@ class TokenBucketArray:
             raise ValueError(f"seconds must be > 0, got {seconds!r}")
         capacity = self.rate_per_s * seconds  # inf for an unlimited group
         # refill by no time: the cap; an unlimited group's balance is inf and stays inf
-        self._balance = refill(self._advance(now_ns), self.rate_per_s, capacity, 0)
+        refill(self._advance(now_ns), self.rate_per_s, capacity, 0, out=self._balance)
         self.capacity = capacity
 
     def _advance(self, now_ns: int) -> np.ndarray:
-        """Refill every bucket for the time since the last call; returns the live balance array."""
+        """Refill every bucket for the time since the last call; returns the live balance array.
+
+        No time (or a clock going backwards) changes nothing: every method leaves each balance within its capacity,
+        so `refill`'s cap would find nothing to cut (and a round calls this several times at the same time)."""
         if self._last_ns is None:
             self._last_ns = now_ns
         elapsed_ns = now_ns - self._last_ns
-        self._balance = refill(self._balance, self.rate_per_s, self.capacity, elapsed_ns)
         if elapsed_ns > 0:
+            refill(self._balance, self.rate_per_s, self.capacity, elapsed_ns, out=self._balance)
             self._last_ns = now_ns
         return self._balance
 

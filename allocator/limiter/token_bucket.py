@@ -31,18 +31,24 @@ _INF = math.inf  # a module global: one lookup less in `consume`
 Num = TypeVar("Num", float, np.ndarray)
 
 
-def refill(balance: Num, rate: Num, capacity: Num, elapsed_ns: float) -> Num:
+def refill(balance: Num, rate: Num, capacity: Num, elapsed_ns: float, out: np.ndarray | None = None) -> Num:
     """The balance after `elapsed_ns` of refill at `rate` tokens/s, capped at `capacity`.
 
     `balance + rate * elapsed / 1 s`, then `min(., capacity)`; debt is repaid first by the same addition.
     Works elementwise on numpy arrays; `elapsed_ns` is one number (all buckets of an array share a clock).
     No time (or a clock going backwards) adds nothing but still applies the cap, which is how a rate change
     trims a balance above the new capacity. Skipping the product when no time passed also keeps an
-    unlimited bucket (`rate = inf`) away from `inf * 0 = nan`.
+    unlimited bucket (`rate = inf`) away from `inf * 0 = nan`. `out` (arrays only): the array the result is
+    written to, `balance` itself to update it in place (one temporary array, not three).
     """
+    if isinstance(balance, np.ndarray):
+        if not elapsed_ns > 0:
+            return np.minimum(balance, capacity, out=out)
+        filled = np.multiply(rate, elapsed_ns)
+        np.divide(filled, NS_PER_S, out=filled)
+        np.add(balance, filled, out=filled)
+        return np.minimum(filled, capacity, out=out)
     filled = balance + rate * elapsed_ns / NS_PER_S if elapsed_ns > 0 else balance
-    if isinstance(filled, np.ndarray):
-        return np.minimum(filled, capacity)
     return filled if filled < capacity else capacity
 
 

@@ -128,9 +128,10 @@ class BrokerNode:
         over the time since the last call; a group that starts being served begins at its hooks' start limit."""
         dt = self.settings.interval_s if self._last_admit_s is None else max(now_s - self._last_admit_s, 1e-9)
         self._last_admit_s, self._round_s = now_s, dt
-        demand_msgs_per_s = np.clip(np.asarray(demand_msgs_per_s, dtype=np.float64), 0.0, None)
-        starting = (demand_msgs_per_s > 0) & ~self.serving
-        self.serving = demand_msgs_per_s > 0
+        demand_msgs_per_s = np.maximum(np.asarray(demand_msgs_per_s, dtype=np.float64), 0.0)
+        serving = demand_msgs_per_s > 0
+        starting = serving & ~self.serving
+        self.serving = serving
         if starting.any():
             start_limit = self.limit.copy()
             start_limit[starting] = self._hooks.start_limit(self.pool[starting], self._view(starting))

@@ -62,6 +62,8 @@ class ReportSender:
         """One report per topic, of the selected groups routed to it; every report is a slice of the (row, topic)
         pairs sorted by topic once (`Routes.by_topic`)."""
         n_groups = len(self.group_ids)
+        if not selection.report.any():  # most rounds of a steady cluster
+            return Outbox([], np.zeros(n_groups, dtype=bool), np.zeros(n_groups), selection.suppressed)
         pair_rows, topics, bounds = self.routes.by_topic(np.flatnonzero(selection.report))
         reported = np.zeros(n_groups, dtype=bool)
         reported[pair_rows] = True

@@ -41,27 +41,36 @@ class ReportSuppressor:
 
     def select(self, usage: np.ndarray, serving: np.ndarray) -> Selection:
         """Decide this round's report from the usage just measured ([G, D]) and the groups served ([G])."""
-        active = serving & row_any(usage)
-        tolerance = self._last_reported * (self.threshold_pct / 100.0)
-        changed = row_any(np.abs(usage - self._last_reported) > tolerance)
-        due = self._rounds_since + 1 >= self.force_every
-        wanted = active & (changed | due | ~self._standing | (self._repeats_left > 0))
-        stopped = ~active & self._standing
-        report = wanted | stopped
-        return Selection(
-            report=report, zeros=stopped, suppressed=int((active & ~wanted).sum()), changed=active & changed
-        )
+        active = row_any(usage)
+        active &= serving
+        moved = np.subtract(usage, self._last_reported)
+        np.abs(moved, out=moved)
+        changed = row_any(np.greater(moved, self._last_reported * (self.threshold_pct / 100.0)))
+        wanted = self._rounds_since >= self.force_every - 1  # due: this round is the `force_every`-th unreported
+        wanted |= changed
+        wanted |= ~self._standing
+        wanted |= self._repeats_left > 0
+        wanted &= active
+        stopped = self._standing & ~active
+        changed &= active
+        suppressed = np.count_nonzero(active) - np.count_nonzero(wanted)  # `wanted` holds active groups only
+        return Selection(report=wanted | stopped, zeros=stopped, suppressed=int(suppressed), changed=changed)
 
     def commit(self, selection: Selection, usage: np.ndarray) -> None:
-        """Record that the selected groups were sent (call once the report is published)."""
-        # np.where and copyto(where=) rather than boolean indexing, a column at a time (a [G, 1] mask broadcast over
-        # the columns makes numpy loop once per row): ~30x faster on 5,000 groups
-        for column in range(usage.shape[1]):
-            reported = np.where(selection.zeros, 0.0, usage[:, column])
-            np.copyto(self._last_reported[:, column], reported, where=selection.report)
-        self._rounds_since = np.where(selection.report, 0, self._rounds_since + 1)
-        np.copyto(self._standing, ~selection.zeros, where=selection.report)
-        np.maximum(self._repeats_left - 1, 0, out=self._repeats_left)
+        """Record that the selected groups were sent (call once the report is published). Most rounds of a steady
+        cluster report no group: then only the counts move."""
+        report = selection.report
+        self._rounds_since += 1
+        if report.any():
+            # copyto with a whole [G, D] mask: with a [G, 1] mask broadcast over the columns numpy loops once per
+            # row, and a column at a time walks strided columns (~4x slower on 5,000 groups, every group reported)
+            np.copyto(self._last_reported, usage, where=np.repeat(report, usage.shape[1]).reshape(usage.shape))
+            if selection.zeros.any():
+                self._last_reported[selection.zeros & report] = 0.0
+            self._rounds_since[report] = 0
+            np.copyto(self._standing, ~selection.zeros, where=report)
+        np.subtract(self._repeats_left, 1, out=self._repeats_left)
+        np.maximum(self._repeats_left, 0, out=self._repeats_left)
         if selection.changed is not None:
             np.copyto(self._repeats_left, self.repeats, where=selection.changed)
 

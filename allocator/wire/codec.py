@@ -132,9 +132,10 @@ def encode_split(
     steps[bounds[1:-1][(bounds[1:-1] > 0) & (bounds[1:-1] < len(rows))] - 1] = True  # a new part may start anywhere
     if not steps.all():
         raise ReportError("rows do not increase within a part")
-    width, id_bytes = pack_ids(group_ids[rows])
-    usage_bytes = usage[rows].tobytes()
-    demand_bytes = None if demand is None else demand[rows].tobytes()
+    # np.take, not usage[rows]: ~2x faster for rows of a few rates (a forced report takes each row once per topic)
+    width, id_bytes = pack_ids(np.take(group_ids, rows))
+    usage_bytes = np.take(usage, rows, axis=0).tobytes()
+    demand_bytes = None if demand is None else np.take(demand, rows, axis=0).tobytes()
     row_bytes = usage.shape[1] * usage.itemsize
     packer = msgpack.Packer(use_bin_type=True)  # one for every part: `packb` builds a new one each call (2x slower)
     payloads = []

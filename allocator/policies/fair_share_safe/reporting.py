@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
 
 import numpy as np
 
@@ -51,4 +50,5 @@ def select_reports(
     suppressor.repeats = copies - 1
     selection = suppressor.select(watched, serving)
     extra = every_round & serving & ~selection.report
-    return replace(selection, report=selection.report | extra, suppressed=selection.suppressed - int(extra.sum()))
+    suppressed = selection.suppressed - np.count_nonzero(extra)
+    return Selection(selection.report | extra, selection.zeros, suppressed, selection.changed)

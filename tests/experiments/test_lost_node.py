@@ -361,13 +361,21 @@ def test_a_run_that_loses_a_worker_node_holds_the_quota_and_takes_up_the_room(cl
 def worst_excess_in_force(rounds: pd.DataFrame, crashes: pd.DataFrame) -> float:
     """The most the limits in force at any tick added up to above the quota plus a floor per broker (the
     policy's promise: a newcomer starts at its floor). A broker's limit is in force from its tick to its next;
-    a lost broker's until its crash is logged. On timers a round's rows are ticks at different instants (a
-    lagging timer ticks a round late), so the sum is taken at each tick, not over a round's rows."""
+    a lost broker's until its crash is logged or its last tick, whichever is later (the driver logs a crash at its
+    round's time, and on a loaded machine its round starts late: a lost host may have ticked after that time,
+    before its node went). On timers a round's rows are ticks at different instants (a lagging timer ticks a round
+    late), so the sum is taken at each tick, not over a round's rows."""
+    lost = []
+    for crash in crashes.itertuples():
+        own = rounds[rounds["broker"] == crash.target]
+        incarnation = own.loc[own["t_s"] <= crash.t_s, "incarnation"].max()  # the one up when it was lost
+        last_tick_s = own.loc[own["incarnation"] == incarnation, "t_s"].max()
+        lost.append((max(crash.t_s, last_tick_s), crash.target))
+    lost.sort()
     in_force: dict[str, float] = {}
-    lost = sorted(zip(crashes["t_s"], crashes["target"], strict=True))
     worst = -np.inf
-    for tick in rounds.sort_values("t_s").itertuples():
-        while lost and lost[0][0] <= tick.t_s:
+    for tick in rounds.sort_values("t_s", kind="stable").itertuples():
+        while lost and lost[0][0] < tick.t_s:
             in_force.pop(lost.pop(0)[1], None)
         in_force[tick.broker] = tick.limit
         worst = max(worst, sum(in_force.values()) - QUOTA - MIN_LIMIT * len(in_force))

@@ -25,10 +25,10 @@ class GroupLimiter:
     1) * D)`): a round updates every bucket at once, and the rates and the traffic go in and out as they are."""
 
     def __init__(self, n_groups: int, bytes_dimension: np.ndarray) -> None:
-        self.bytes_dimension = np.asarray(bytes_dimension, dtype=bool)
-        self._shape = (n_groups, len(self.bytes_dimension))
-        self._bytes_dimensions = np.flatnonzero(self.bytes_dimension).tolist()
-        unlimited = np.full(n_groups * len(self.bytes_dimension), np.inf)
+        bytes_dimension = np.asarray(bytes_dimension, dtype=bool)
+        self._shape = (n_groups, len(bytes_dimension))
+        self._bytes_dimensions = np.flatnonzero(bytes_dimension).tolist()  # their indices
+        unlimited = np.full(n_groups * len(bytes_dimension), np.inf)
         self._buckets = TokenBucketArray(unlimited, capacity=unlimited)
         self._interval_s = 0.0  # the allocation interval (`set_limits`): the least time a bucket holds tokens for
 

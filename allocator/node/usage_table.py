@@ -245,12 +245,19 @@ class UsageTable:
         if not len(group_ids):
             return
         rows, known = self.local_rows(np.asarray(group_ids, dtype=np.int64))
-        codes, code_of = np.unique(np.asarray(brokers, dtype=np.int64), return_inverse=True)
+        # the brokers of the groups held only: a broker's roster at the start lists every (group, broker) pair
+        # of the cluster, 20 times the ones it holds at PIP-82's size
+        rows, brokers, serving = (
+            rows[known],
+            np.asarray(brokers, dtype=np.int64)[known],
+            np.asarray(serving, bool)[known],
+        )
+        codes, code_of = np.unique(brokers, return_inverse=True)
         index = np.array([self._broker_index(names[code]) for code in codes.tolist()], dtype=np.int64)[code_of]
-        keep = known & (index != OWN)
+        keep = index != OWN
         if not keep.any():
             return
-        rows, index, serving = rows[keep], index[keep], np.asarray(serving, dtype=bool)[keep]
+        rows, index, serving = rows[keep], index[keep], serving[keep]
         last = len(rows) - 1 - np.unique((rows * len(self.brokers) + index)[::-1], return_index=True)[1]
         rows, index, serving = rows[last], index[last], serving[last]  # the last change of each pair wins
         changing = serving | self._slot_held(rows, index)  # a removal of a broker without a slot changes nothing

@@ -681,6 +681,17 @@ def test_encode_split_sends_each_part_its_rows_with_the_header_and_the_names_of_
         assert part.dictionary == {int(g): report.dictionary[int(g)] for g in report.group_ids[part_rows]}
 
 
+def test_encode_split_sends_each_part_the_names_of_its_groups_the_dictionary_holds_and_refuses_a_bad_one() -> None:
+    named = {0: "ns-a", 3: "ns-d", 5: "ns-f"}  # the groups not named before: a part may have none of them
+    report = replace(make_report(6), group_ids=np.arange(6, dtype=np.int64), dictionary=named)
+    rows, bounds = np.array([1, 3, 4, 0, 2, 5, 1, 2]), np.array([0, 3, 6, 8])
+    parts = [decode_report(payload) for payload in encode_split(report, rows, bounds)]
+    assert [part.dictionary for part in parts] == [{3: "ns-d"}, {0: "ns-a", 5: "ns-f"}, {}]
+    for bad_name in ("", "ns\0x"):  # checked whole, even where no part names its group
+        with pytest.raises(ReportError, match="dictionary name"):
+            encode_split(replace(report, dictionary={**named, 4: bad_name}), np.array([0, 1]), np.array([0, 2]))
+
+
 @pytest.mark.parametrize(
     "rows, bounds, reason",
     [([0, 0], [0, 2], "rows do not increase within a part"), ([2, 1], [0, 2], "rows do not increase"),

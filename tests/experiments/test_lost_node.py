@@ -331,7 +331,8 @@ def test_a_run_that_loses_a_worker_node_holds_the_quota_and_takes_up_the_room(cl
     assert (crashes["round"] > LOSE_AFTER_ROUND).all()
 
     # the quota is held at every tick, the loss's and the restarts' included
-    assert worst_excess_in_force(rounds, crashes) <= 1e-6
+    worst, in_force_then = worst_excess_in_force(rounds, crashes)
+    assert worst <= 1e-6, (in_force_then, events[["round", "t_s", "kind", "target"]].to_string())
 
     # utilization: the survivors take up the room within a few rounds of the last round a lost broker ticked
     restarts = events[events["kind"] == "restart"]
@@ -358,9 +359,11 @@ def test_a_run_that_loses_a_worker_node_holds_the_quota_and_takes_up_the_room(cl
         assert again["round"].max() == ROUNDS - 1
 
 
-def worst_excess_in_force(rounds: pd.DataFrame, crashes: pd.DataFrame) -> float:
+def worst_excess_in_force(rounds: pd.DataFrame, crashes: pd.DataFrame) -> tuple[float, dict[str, Any]]:
     """The most the limits in force at any tick added up to above the quota plus a floor per broker (the
-    policy's promise: a newcomer starts at its floor). A broker's limit is in force from its tick to its next;
+    policy's promise: a newcomer starts at its floor), and what was in force then (for a failure's message: the
+    tick, and each broker's limit with the round and incarnation of the tick that set it). A broker's limit is in
+    force from its tick to its next;
     a lost broker's until its crash is logged or its last tick, whichever is later (the driver logs a crash at its
     round's time, and on a loaded machine its round starts late: a lost host may have ticked after that time,
     before its node went). On timers a round's rows are ticks at different instants (a lagging timer ticks a round
@@ -372,14 +375,20 @@ def worst_excess_in_force(rounds: pd.DataFrame, crashes: pd.DataFrame) -> float:
         last_tick_s = own.loc[own["incarnation"] == incarnation, "t_s"].max()
         lost.append((max(crash.t_s, last_tick_s), crash.target))
     lost.sort()
-    in_force: dict[str, float] = {}
-    worst = -np.inf
+    in_force: dict[str, Any] = {}  # broker -> the tick that set its limit
+    worst, worst_in_force = -np.inf, {}
     for tick in rounds.sort_values("t_s", kind="stable").itertuples():
         while lost and lost[0][0] < tick.t_s:
             in_force.pop(lost.pop(0)[1], None)
-        in_force[tick.broker] = tick.limit
-        worst = max(worst, sum(in_force.values()) - QUOTA - MIN_LIMIT * len(in_force))
-    return worst
+        in_force[tick.broker] = tick
+        excess = sum(setter.limit for setter in in_force.values()) - QUOTA - MIN_LIMIT * len(in_force)
+        if excess > worst:
+            worst_in_force = {
+                "t_s": tick.t_s,
+                **{b: (t.limit, t.round, t.incarnation, t.t_s) for b, t in sorted(in_force.items())},
+            }
+            worst = excess
+    return worst, worst_in_force
 
 
 def test_a_sweep_that_loses_a_worker_node_completes_with_every_run_once(cluster, tmp_path):

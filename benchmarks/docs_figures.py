@@ -148,13 +148,17 @@ def scale_profile_table() -> str:
         "|---|---|",
     ]
     lines += [f"| {part} | {share:.0%} |" for part, share in profile["shares"].items()]
-    for name, run in result("scale")["runs"].items():
+    data = result("scale")
+    for name, run in data["runs"].items():
         cpu = run.get("cpu_s_per_round", {})
         if name.count("/") == 2 and name.endswith("/local/interest") and "main_thread_forced_rounds" in cpu:
             lines.append(
                 f"\n{run['policy']}, local: the main thread's CPU a round is {cpu['main_thread_forced_rounds']:.2f} s"
                 f" in the rounds of the forced report, {cpu['main_thread_other_rounds']:.2f} s in the others"
-                f" ({cpu['main_thread_forced_rounds'] / cpu['main_thread_other_rounds']:.1f}x)."
+                f" ({cpu['main_thread_forced_rounds'] / cpu['main_thread_other_rounds']:.1f}x). The whole process"
+                f" (the brokers and the telemetry writer's thread) takes {cpu['process']:.2f} s a round: on this"
+                f" machine's {data['cpus']} cores, at most {data['cpus'] / cpu['process']:.1f} rounds a second however"
+                " its work were spread."
             )
     return "\n".join(lines) + "\n"
 

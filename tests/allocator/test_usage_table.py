@@ -487,3 +487,20 @@ def test_a_batch_in_the_layout_of_the_last_one_goes_to_the_slots_as_they_are_now
         for group, b_usage, c_usage in ((10, [rate, 1.0], [rate, 3.0]), (20, [rate, 2.0], [rate, 4.0])):
             np.testing.assert_array_equal(entry(table, group, "b")[1], b_usage)
             np.testing.assert_array_equal(entry(table, group, "c")[1], c_usage)
+
+
+def test_a_roster_of_the_whole_cluster_applies_the_pairs_of_the_groups_held_and_learns_no_other_broker() -> None:
+    """A broker's first roster lists every (group, broker) pair of the cluster (at PIP-82's size, twenty times the
+    pairs of its own groups): the table applies its own groups' pairs, the last change of a pair winning, and
+    learns no broker it shares no group with."""
+    table = make_table()  # groups 30, 10, 20
+    groups = np.array([10, 99, 20, 98, 10, 30])
+    brokers = np.array([0, 1, 2, 3, 0, 4])
+    serving = np.array([True, True, True, True, False, True])  # a listed in group 10, then no longer
+    table.update_roster(groups, brokers, serving, ["a", "x", "b", "y", "c"])
+    assert set(table.brokers) == {"me", "a", "b", "c"}
+    rows, slots = np.nonzero(table.listed)
+    listed = {
+        (int(table.group_ids[r]), table.brokers[table.slot_broker[r, s]]) for r, s in zip(rows, slots, strict=True)
+    }
+    assert listed == {(20, "b"), (30, "c")}

@@ -245,14 +245,10 @@ class UsageTable:
         if not len(group_ids):
             return
         rows, known = self.local_rows(np.asarray(group_ids, dtype=np.int64))
-        # the brokers of the groups held only: a broker's roster at the start lists every (group, broker) pair
-        # of the cluster, 20 times the ones it holds at PIP-82's size
-        rows, brokers, serving = (
-            rows[known],
-            np.asarray(brokers, dtype=np.int64)[known],
-            np.asarray(serving, bool)[known],
-        )
-        codes, code_of = np.unique(brokers, return_inverse=True)
+        # the groups held only, before their brokers are looked up: a broker's roster at the start lists every
+        # (group, broker) pair of the cluster, 20 times the pairs of its own groups at PIP-82's size
+        rows, serving = rows[known], np.asarray(serving, dtype=bool)[known]
+        codes, code_of = np.unique(np.asarray(brokers, dtype=np.int64)[known], return_inverse=True)
         index = np.array([self._broker_index(names[code]) for code in codes.tolist()], dtype=np.int64)[code_of]
         keep = index != OWN
         if not keep.any():

@@ -52,6 +52,7 @@ from allocator.wire.report_fields import (
     ids_array,
     pack_dictionary,
     pack_ids,
+    packed_dictionary,
     rates_array,
     type_name,
     unpack_dictionary,
@@ -145,7 +146,7 @@ def encode_split(
         if names is not None:  # the part's own groups' entries, in its order (a part may have none)
             name_of_row, named_row = names
             named = rows[start:end][named_row[rows[start:end]]]
-            dictionary = [pack_ids(group_ids[named]), "\0".join(name_of_row[named].tolist()).encode()]
+            dictionary = packed_dictionary(group_ids[named], name_of_row[named].tolist())
         body = packer.pack(
             [
                 *header,

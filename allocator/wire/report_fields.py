@@ -196,9 +196,14 @@ def pack_dictionary(dictionary: Any) -> list[Any]:
         raise ReportError("a dictionary name contains NUL")
     check_dictionary(ids, names)
     try:
-        return [pack_ids(ids), text.encode()]
+        return packed_dictionary(ids, names)
     except UnicodeEncodeError as error:
         raise ReportError("a dictionary name is not valid Unicode") from error
+
+
+def packed_dictionary(ids: np.ndarray, names: list[str]) -> list[Any]:
+    """The `[ids, names]` pair of a dictionary already checked (`pack_dictionary`): the names joined by NUL."""
+    return [pack_ids(ids), "\0".join(names).encode()]
 
 
 def unpack_dictionary(dictionary: Any) -> dict[int, str]:

@@ -363,11 +363,10 @@ def worst_excess_in_force(rounds: pd.DataFrame, crashes: pd.DataFrame) -> tuple[
     """The most the limits in force at any tick added up to above the quota plus a floor per broker (the
     policy's promise: a newcomer starts at its floor), and what was in force then (for a failure's message: the
     tick, and each broker's limit with the round and incarnation of the tick that set it). A broker's limit is in
-    force from its tick to its next;
-    a lost broker's until its crash is logged or its last tick, whichever is later (the driver logs a crash at its
-    round's time, and on a loaded machine its round starts late: a lost host may have ticked after that time,
-    before its node went). On timers a round's rows are ticks at different instants (a lagging timer ticks a round
-    late), so the sum is taken at each tick, not over a round's rows."""
+    force from its tick to its next; a lost broker's until its crash is logged or its last tick, whichever is later
+    (the driver logs a crash at its round's time, and on a loaded machine its round starts late: a lost host may
+    have ticked after that time, before its node went). On timers a round's rows are ticks at different instants (a
+    lagging timer ticks a round late), so the sum is taken at each tick, not over a round's rows."""
     lost = []
     for crash in crashes.itertuples():
         own = rounds[rounds["broker"] == crash.target]

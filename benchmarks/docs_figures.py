@@ -336,6 +336,34 @@ def _soak() -> list[Row]:
     ]
 
 
+def signing_table() -> str:
+    """docs/adversaries.md: the cost of a per-broker Ed25519 signature against the cluster's HMAC (`bench_codec.py`)."""
+    data = result("codec")
+    lines = [
+        "| report (5,000 groups) | Ed25519 sign | Ed25519 verify | HMAC sign | HMAC verify | Ed25519 / HMAC |",
+        "|---|---|---|---|---|---|",
+    ]
+    for sign in data["signing"]:
+        dimensions = f"{sign['dimensions']} dimension{'s' if sign['dimensions'] > 1 else ''}"
+        what = f"{dimensions} + demand" if sign["demand"] else dimensions
+        size = f"{sign['body_bytes'] / 1e3:.0f} kB" + (", PIP-82's report" if sign["dimensions"] == 1 else "")
+        cells = [sign[f"{key}_us"] / 1e3 for key in ("ed25519_sign", "ed25519_verify", "hmac_sign", "hmac_verify")]
+        lines.append(
+            f"| {what} ({size}) | "
+            + " | ".join(f"{ms:.3f} ms" for ms in cells)
+            + f" | {sign['sign_ratio']:.1f}x sign, {sign['verify_ratio']:.1f}x verify |"
+        )
+    speeds = {speed["case"]: speed for speed in data["speeds"]}
+    signed, plain = speeds["4 dims + demand, Ed25519"], speeds["4 dims + demand"]
+    lines.append(
+        "\nWith the codec around them (`4 dims + demand, Ed25519`):"
+        f" encode and sign {signed['encode_us'] / 1e3:.2f} ms, decode and verify {signed['decode_us'] / 1e3:.2f} ms,"
+        f" against {plain['encode_us'] / 1e3:.2f} / {plain['decode_us'] / 1e3:.2f} ms unsigned"
+        f" (measured {_when(data)})."
+    )
+    return "\n".join(lines) + "\n"
+
+
 def benchmarks_table() -> str:
     return _table([row for source in (_token_bucket, _node_scale, _scale, _runtime, _report, _sweep, _soak)
                    for row in source()])  # fmt: skip
@@ -357,6 +385,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "scale": scale_table,
     "scale-tenfold": scale_tenfold_table,
     "scale-profile": scale_profile_table,
+    "signing": signing_table,
     "scale-model": scale_model_table,
 }
 

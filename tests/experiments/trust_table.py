@@ -1,4 +1,4 @@
-"""docs/trust.md's table of issue 22's cases, before and after, made from the outcomes and measurements saved.
+"""docs/trust.md's table of its cases, before and after, made from the outcomes and measurements saved.
 
 Reads `tests/results/`: `trust-before.json` and `trust.json` (`trust_cases.py` on commit 915f03d and on this
 code), `ray_cleanup-before.json` and `ray_cleanup.json` (`tests/actors/ray_cleanup.py`); and
@@ -18,8 +18,8 @@ from benchmarks.common import ROOT, command_line, results_path
 DOCS = ROOT / "docs" / "trust.md"
 BEGIN, END = "<!-- trust-table: begin (tests/experiments/trust_table.py) -->", "<!-- trust-table: end -->"
 
-ISSUE_20 = "the sweep's bounds: issue 20's change (docs/tuning.md)"
-LEAD = "the lead's change, in `allocator/node`"
+SWEEP_BOUNDS = "refused by the sweep's bounds (docs/tuning.md)"
+SEQ_AHEAD = "thrown away by the usage table: a sequence number further ahead than its sender can have counted"
 REALTIME_TESTS = "`pytest tests/actors/test_runtime_realtime.py tests/actors/test_runtime_consensus.py`"
 
 
@@ -105,10 +105,10 @@ def soak_cell(result: dict[str, Any] | None) -> str:
 
 
 def table() -> str:
-    rows = [(1, "a report with `seq = 2**63 - 1` stalls the loss meter", "-", "-", LEAD)]
+    rows = [(1, "a report with `seq = 2**63 - 1` stalls the loss meter", "-", "-", SEQ_AHEAD)]
     rows += case_rows(load("trust-before"), load("trust"))
     rows += [
-        (4, "a sweep grid of 10^8 configurations; `random: {samples: 1e9}`", "-", "-", ISSUE_20),
+        (4, "a sweep grid of 10^8 configurations; `random: {samples: 1e9}`", "-", "-", SWEEP_BOUNDS),
         (
             6,
             "a Ray driver killed with SIGKILL: how long its processes live on",

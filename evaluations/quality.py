@@ -33,7 +33,9 @@ Run from the repository root: `python -m evaluations.quality [--quick] [--keep D
 `--policies`, `--disturbances` and `--losses` (comma-separated names) run a subset, `--no-realtime` leaves the
 realtime subset out, `--params JSON` gives every policy of it the same parameters, `--seeds 1-100` runs other seeds
 (five seeds under-sample a tail: how often a rare round comes takes a hundred); the tables are printed (and written
-to `DIR/quality.md` with `--keep DIR`), the saved results are left alone.
+to `DIR/quality.md` with `--keep DIR`), the saved results are left alone. `--tail` runs the recommended policy's
+tail (`quality_suite.TAIL`: the disturbances whose worst rounds come rarely, at 30% loss and in bursts, seeds
+1-100) and writes `evaluations/results/quality_tail.json` and docs/policies.md's `quality-tail` section.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ from evaluations.quality_suite import (
     QUICK_SEEDS,
     ROUNDS,
     SEEDS,
+    TAIL,
     Case,
     Subset,
     scenario_data,
@@ -78,6 +81,7 @@ RESULTS = results_path("quality", "evaluations")
 MARKDOWN = RESULTS.with_suffix(".md")
 POLICIES_DOC = ROOT / "docs" / "policies.md"  # its `quality` section holds the tables of the whole suite
 README = ROOT / "README.md"  # its `quality-summary` section, the recommended policy's worst rounds
+TAIL_RESULTS = results_path("quality_tail", "evaluations")  # `--tail`: also docs/policies.md's `quality-tail` section
 MASTER = "local[2]"
 MET = "✓"
 
@@ -325,8 +329,9 @@ def run(
     markdown = "\n\n".join(
         [
             f"Quality suite: {len(subset.disturbances)} disturbances x {len(subset.losses)} losses x "
-            f"{len(subset.policies)} policies x seeds {', '.join(map(str, seeds))}, {ROUNDS} rounds, lockstep, and "
-            f"the realtime subset ({len(complete)} runs; {MET} = meets the goal; each cell: mean / worst over "
+            f"{len(subset.policies)} policies x seeds {seed_list(seeds)}, {ROUNDS} rounds, lockstep"
+            f"{', and the realtime subset' if subset.realtime else ''} ({len(complete)} runs; {MET} = meets the goal;"
+            " each cell: mean / worst over "
             "groups, disturbances and seeds; eq. = last quarter of the run).",
             *tables,
             *(
@@ -364,6 +369,17 @@ def run(
     }
 
 
+def seed_list(seeds: list[int]) -> str:
+    """The seeds as a reader takes them in: a run of more than five consecutive seeds as a range (`1-100`)."""
+    runs: list[list[int]] = []
+    for seed in seeds:
+        if runs and seed == runs[-1][-1] + 1:
+            runs[-1].append(seed)
+        else:
+            runs.append([seed])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 5 else ", ".join(map(str, run)) for run in runs)
+
+
 def main() -> None:
     parser = command_line(__doc__)
     parser.add_argument("--quick", action="store_true", help="seed 1 only instead of 1-5 (CI size)")
@@ -375,12 +391,27 @@ def main() -> None:
     parser.add_argument("--no-realtime", action="store_true", help="leave the realtime subset out")
     parser.add_argument("--seeds", type=_seeds, help="other seeds than 1-5, e.g. 1-100 or 6,7 (a tail's odds)")
     parser.add_argument("--params", default="{}", help="policy parameters as JSON, e.g. '{\"lost_change_odds\": 1}'")
+    tail_help = (
+        f"the recommended policy's tail: {', '.join(TAIL.disturbances)} at {' and '.join(TAIL.losses)} loss, seeds "
+        f"{seed_list(list(TAIL.seeds))}, lockstep; saves {TAIL_RESULTS.name} and docs/policies.md's tail tables"
+    )
+    parser.add_argument("--tail", action="store_true", help=tail_help.replace("%", "%%"))  # argparse formats help
     args = parser.parse_args()
     params = tuple(sorted(json.loads(args.params).items()))
     subset = Subset(args.disturbances, args.losses, args.policies, params, not args.no_realtime, args.seeds)
+    if args.tail:
+        if not subset.whole or args.quick:
+            parser.error("--tail runs its own subset: give it without --quick, --seeds or a subset")
+        subset = TAIL
     result = run(quick=args.quick, keep=args.keep, workers=args.workers, subset=subset)
     markdown = result.pop("markdown")
     failures = [f"failed: {run_id}: {error}" for run_id, error in result["runs"]["failed"].items()]
+    if subset == TAIL:  # its page section sits under a heading of its own: the table per disturbance one level down
+        markdown = markdown.replace("### Per disturbance", "#### Per disturbance")
+        save_results(TAIL_RESULTS, {"markdown": markdown, **result}, markdown, *failures)
+        replace_marked(POLICIES_DOC, "quality-tail", markdown)
+        print(f"saved the tail's tables into {POLICIES_DOC.relative_to(ROOT)}")
+        return
     if not subset.whole:  # a subset is for tuning: print everything, keep the saved results
         print(markdown, *failures, sep="\n")
         return

@@ -87,6 +87,11 @@ def test_the_policies_quality_tables_are_the_saved_results():
     assert section.split("<!-- quality:end -->")[0].strip() == saved
 
 
+def test_the_policies_tail_tables_are_the_saved_tail_run():
+    section = (ROOT / "docs" / "policies.md").read_text().split("<!-- quality-tail:begin -->")[1]
+    assert section.split("<!-- quality-tail:end -->")[0].strip() == _saved("quality_tail")["markdown"].strip()
+
+
 def test_the_adversaries_table_is_the_saved_comparison():
     from experiments.adversaries import markdown
 

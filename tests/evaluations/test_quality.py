@@ -125,3 +125,29 @@ def test_a_bad_seed_is_named(text):
 def test_other_seeds_make_a_subset_that_leaves_the_saved_results_alone():
     assert not quality_suite.Subset(seeds=(1, 2, 3, 4, 5)).whole
     assert quality_suite.Subset().whole
+
+
+@pytest.mark.parametrize(
+    ("seeds", "text"),
+    [((1, 2, 3, 4, 5), "1, 2, 3, 4, 5"), (tuple(range(1, 101)), "1-100"), ((1, 2, 3, 4, 5, 6, 9, 10), "1-6, 9, 10")],
+)
+def test_a_long_run_of_seeds_is_written_as_a_range_that_reads_back(seeds, text):
+    assert quality.seed_list(list(seeds)) == text
+    assert quality._seeds(text) == seeds
+
+
+def test_the_tail_is_the_recommended_policy_over_a_hundred_seeds_in_lockstep():
+    from allocator.policies import RECOMMENDED
+
+    cases = quality_suite.suite(quality_suite.TAIL.seeds, quality_suite.TAIL)
+    assert len(cases) == 5 * 2 * 100 and {case.policy for case in cases} == {RECOMMENDED}
+    assert {case.mode for case in cases} == {"lockstep"} and {case.seed for case in cases} == set(range(1, 101))
+    assert set(quality_suite.TAIL.losses) <= set(quality_suite.LOSSES)
+
+
+@pytest.mark.parametrize("other", [["--quick"], ["--seeds", "1-3"], ["--losses", "30%"]])
+def test_the_tail_refuses_another_subset(other, monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["quality", "--tail", *other])
+    with pytest.raises(SystemExit) as exit_:
+        quality.main()
+    assert exit_.value.code == 2 and "--tail runs its own subset" in capsys.readouterr().err

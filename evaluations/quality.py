@@ -35,7 +35,8 @@ realtime subset out, `--params JSON` gives every policy of it the same parameter
 (five seeds under-sample a tail: how often a rare round comes takes a hundred); the tables are printed (and written
 to `DIR/quality.md` with `--keep DIR`), the saved results are left alone. `--tail` runs the recommended policy's
 tail (`quality_suite.TAIL`: the disturbances whose worst rounds come rarely, at 30% loss and in bursts, seeds
-1-100) and writes `evaluations/results/quality_tail.json` and docs/policies.md's `quality-tail` section.
+1-100) and writes `evaluations/results/quality_tail.json`, `quality_tail.md` and docs/policies.md's `quality-tail`
+section.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ MARKDOWN = RESULTS.with_suffix(".md")
 POLICIES_DOC = ROOT / "docs" / "policies.md"  # its `quality` section holds the tables of the whole suite
 README = ROOT / "README.md"  # its `quality-summary` section, the recommended policy's worst rounds
 TAIL_RESULTS = results_path("quality_tail", "evaluations")  # `--tail`: also docs/policies.md's `quality-tail` section
+TAIL_MARKDOWN = TAIL_RESULTS.with_suffix(".md")
 MASTER = "local[2]"
 MET = "✓"
 
@@ -369,6 +371,14 @@ def run(
     }
 
 
+def publish(results: Path, section: str, markdown: str, result: dict[str, Any], failures: list[str]) -> None:
+    """Save a run's results and put its tables (the ones before the table per disturbance, which stays in its
+    markdown file) in docs/policies.md's `section`."""
+    tables = markdown.split("### Per disturbance")[0]
+    save_results(results, result, tables, *failures)
+    replace_marked(POLICIES_DOC, section, tables)
+
+
 def seed_list(seeds: list[int]) -> str:
     """The seeds as a reader takes them in: a run of more than five consecutive seeds as a range (`1-100`)."""
     runs: list[list[int]] = []
@@ -406,18 +416,15 @@ def main() -> None:
     result = run(quick=args.quick, keep=args.keep, workers=args.workers, subset=subset)
     markdown = result.pop("markdown")
     failures = [f"failed: {run_id}: {error}" for run_id, error in result["runs"]["failed"].items()]
-    if subset == TAIL:  # its page section sits under a heading of its own: the table per disturbance one level down
-        markdown = markdown.replace("### Per disturbance", "#### Per disturbance")
-        save_results(TAIL_RESULTS, {"markdown": markdown, **result}, markdown, *failures)
-        replace_marked(POLICIES_DOC, "quality-tail", markdown)
-        print(f"saved the tail's tables into {POLICIES_DOC.relative_to(ROOT)}")
+    if subset == TAIL:
+        TAIL_MARKDOWN.write_text(markdown + "\n")
+        publish(TAIL_RESULTS, "quality-tail", markdown, result, failures)
+        print(f"saved {TAIL_MARKDOWN.relative_to(ROOT)} and the tables of {POLICIES_DOC.relative_to(ROOT)}'s tail")
         return
     if not subset.whole:  # a subset is for tuning: print everything, keep the saved results
         print(markdown, *failures, sep="\n")
         return
-    tables = markdown.split("### Per disturbance")[0]
-    save_results(RESULTS, result, tables, *failures)
-    replace_marked(POLICIES_DOC, "quality", tables)
+    publish(RESULTS, "quality", markdown, result, failures)
     replace_marked(README, "quality-summary", worst_summary(result["by_loss"]))
     print(
         f"saved {MARKDOWN.relative_to(ROOT)}, the tables of {POLICIES_DOC.relative_to(ROOT)} and the README's summary"

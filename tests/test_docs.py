@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -81,15 +82,11 @@ def test_the_policies_knob_table_is_the_knobs_own_documentation():
     assert section[0].strip() == knobs_markdown(list(POLICIES))
 
 
-def test_the_policies_quality_tables_are_the_saved_results():
-    saved = (ROOT / "evaluations" / "results" / "quality.md").read_text().split("### Per disturbance")[0].strip()
-    section = (ROOT / "docs" / "policies.md").read_text().split("<!-- quality:begin -->")[1]
-    assert section.split("<!-- quality:end -->")[0].strip() == saved
-
-
-def test_the_policies_tail_tables_are_the_saved_tail_run():
-    section = (ROOT / "docs" / "policies.md").read_text().split("<!-- quality-tail:begin -->")[1]
-    assert section.split("<!-- quality-tail:end -->")[0].strip() == _saved("quality_tail")["markdown"].strip()
+@pytest.mark.parametrize(("saved_run", "section"), [("quality", "quality"), ("quality_tail", "quality-tail")])
+def test_the_policies_quality_tables_are_the_saved_results(saved_run, section):
+    saved = (ROOT / "evaluations" / "results" / f"{saved_run}.md").read_text().split("### Per disturbance")[0]
+    page = (ROOT / "docs" / "policies.md").read_text().split(f"<!-- {section}:begin -->")[1]
+    assert page.split(f"<!-- {section}:end -->")[0].strip() == saved.strip()
 
 
 def test_the_adversaries_table_is_the_saved_comparison():
